@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class SagentsDjangoConfig(AppConfig):
+    name = "sagents_django"
+    label = "sagents_django"
+    verbose_name = "Sagents"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Registration only: import time stays inert (no settings reads, no I/O).
+        from django.core import checks
+        from django.core.signals import setting_changed
+
+        from sagents_django import conf
+        from sagents_django.checks import check_sagents_settings
+
+        checks.register(check_sagents_settings)
+        setting_changed.connect(conf.reset_on_setting_changed)

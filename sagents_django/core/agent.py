@@ -1,0 +1,300 @@
+"""Agent: a model, tools and a middleware stack, built from code on every turn.
+
+``await agent.execute(state)`` runs one turn and returns an ``AgentResult`` whose
+status is ``completed``, ``interrupted`` (with ``interrupt_data``), ``cancelled`` or
+``error``: outcomes of a turn are results. Misuse of the API by the caller (bad
+decisions, a state that waits for decisions passed to ``execute``) raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from .callbacks import Callbacks
+from .exceptions import ConfigurationError, InvalidResume
+from .llm import ModelRequest, as_model
+from .messages import Message, messages_from_openai
+from .middleware.base import Interrupt, MiddlewareEntry, Resume, init_stack
+from .middleware.human_in_the_loop import HumanInTheLoop, maybe_append
+from .modes import AgentExecution, AgentResult, Execution, call_hook
+from .state import State
+from .tools import Tool
+
+DEFAULT_MAX_RUNS = 50
+
+
+def build_default_middleware(
+    model: Any = None,
+    agent_id: str | None = None,
+    *,
+    todo_opts: Mapping[str, Any] | None = None,
+    filesystem_opts: Mapping[str, Any] | None = None,
+    subagent_opts: Mapping[str, Any] | None = None,
+    summarization_opts: Mapping[str, Any] | None = None,
+    interrupt_on: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """The default stack: TodoList, FileSystem, SubAgent, Summarization,
+    PatchToolCalls, then HumanInTheLoop when ``interrupt_on`` names a tool.
+
+    The built-in middleware other than HumanInTheLoop are not ported yet; until they
+    are, the default stack holds only what exists.
+    """
+    return maybe_append([], dict(interrupt_on) if interrupt_on else None)
+
+
+class Agent:
+    """An AI agent: model, tools, middleware and the loop that runs them."""
+
+    def __init__(
+        self,
+        *,
+        model: Any,
+        base_system_prompt: str = "",
+        tools: Iterable[Tool] = (),
+        middleware: Iterable[Any] = (),
+        name: str | None = None,
+        agent_id: str | None = None,
+        tool_context: Mapping[str, Any] | None = None,
+        async_tool_timeout: float | None = None,
+        fallback_models: Iterable[Any] = (),
+        before_fallback: Callable[[ModelRequest], ModelRequest] | None = None,
+        filesystem_scope: Any = None,
+        replace_default_middleware: bool = False,
+        interrupt_on: Mapping[str, Any] | None = None,
+        todo_opts: Mapping[str, Any] | None = None,
+        filesystem_opts: Mapping[str, Any] | None = None,
+        subagent_opts: Mapping[str, Any] | None = None,
+        summarization_opts: Mapping[str, Any] | None = None,
+        mode: Any = None,
+        max_runs: int = DEFAULT_MAX_RUNS,
+    ) -> None:
+        self.agent_id = agent_id or f"agent-{uuid.uuid4().hex[:12]}"
+        self.model = as_model(model)
+        self.fallback_models = [as_model(m) for m in fallback_models]
+        self.models = [self.model, *self.fallback_models]
+        self.before_fallback = before_fallback
+        self.base_system_prompt = base_system_prompt or ""
+        self.name = name
+        self.tool_context = dict(tool_context or {})
+        self.async_tool_timeout = async_tool_timeout
+        self.filesystem_scope = filesystem_scope
+        self.interrupt_on = dict(interrupt_on) if interrupt_on else None
+        self.mode = mode or AgentExecution()
+        if not isinstance(max_runs, int) or max_runs < 1:
+            raise ConfigurationError(
+                f"max_runs must be a positive integer, not {max_runs!r}"
+            )
+        self.max_runs = max_runs
+
+        specs = list(middleware)
+        if replace_default_middleware:
+            specs = maybe_append(specs, self.interrupt_on)
+        else:
+            specs = [
+                *build_default_middleware(
+                    self.model,
+                    self.agent_id,
+                    todo_opts=todo_opts,
+                    filesystem_opts=filesystem_opts,
+                    subagent_opts=subagent_opts,
+                    summarization_opts=summarization_opts,
+                    interrupt_on=self.interrupt_on,
+                ),
+                *specs,
+            ]
+        self.middleware: list[MiddlewareEntry] = init_stack(specs)
+        for entry in self.middleware:
+            entry.middleware.attach(self)
+
+        self.tools: list[Tool] = list(tools)
+        for entry in self.middleware:
+            self.tools.extend(entry.middleware.tools())
+        self.tools_by_name: dict[str, Tool] = {}
+        for tool in self.tools:
+            if tool.name in self.tools_by_name:
+                raise ConfigurationError(f"Two tools are named {tool.name!r}")
+            self.tools_by_name[tool.name] = tool
+        self.openai_tools = [t.to_openai() for t in self.tools]
+        self.assembled_system_prompt = self._assemble_prompt()
+
+        hooks = self.middleware
+        self.before_model_entries = [
+            e for e in hooks if e.middleware.overrides("before_model")
+        ]
+        self.after_model_entries = [
+            e for e in reversed(hooks) if e.middleware.overrides("after_model")
+        ]
+        self.hitl_entries = [
+            e for e in hooks if isinstance(e.middleware, HumanInTheLoop)
+        ]
+
+    @classmethod
+    def new(cls, **options: Any) -> Agent:
+        return cls(**options)
+
+    def _assemble_prompt(self) -> str:
+        parts = [self.base_system_prompt] if self.base_system_prompt else []
+        for entry in self.middleware:
+            prompt = entry.middleware.system_prompt()
+            if isinstance(prompt, str):
+                prompt = [prompt]
+            parts.extend(p for p in prompt or () if p)
+        return "\n\n".join(parts)
+
+    def middleware_callbacks(self) -> list[dict[str, Any]]:
+        return [entry.middleware.callbacks() for entry in self.middleware]
+
+    def get_middleware(self, middleware_id: str) -> MiddlewareEntry | None:
+        return next((e for e in self.middleware if e.id == middleware_id), None)
+
+    # Running ----------------------------------------------------------------------
+    async def execute(
+        self,
+        state: State | Iterable[Any],
+        *,
+        callbacks: Iterable[Mapping[str, Callable[..., Any]]] = (),
+        until_tool: str | Iterable[str] | None = None,
+        max_runs: int | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> AgentResult:
+        """Run one turn from ``state`` (or a list of messages)."""
+        state = self._prepare(to_state(state))
+        if state.interrupt_data:
+            raise InvalidResume(
+                "The state is waiting for decisions on an interrupt; call resume() "
+                "with them, or clear interrupt_data to abandon it"
+            )
+        execution = self._execution(
+            state, callbacks, until_tool, max_runs, should_cancel
+        )
+        return await self.mode.run(execution)
+
+    async def resume(
+        self,
+        state: State,
+        decisions: Any,
+        *,
+        callbacks: Iterable[Mapping[str, Callable[..., Any]]] = (),
+        until_tool: str | Iterable[str] | None = None,
+        max_runs: int | None = None,
+        should_cancel: Callable[[], bool] | None = None,
+    ) -> AgentResult:
+        """Continue an interrupted turn with the person's decisions.
+
+        Raises ``InvalidResume`` when nothing is interrupted or the decisions do not
+        fit; ``state`` is left as it was.
+        """
+        state = self._prepare(state)
+        if not state.interrupt_data:
+            raise InvalidResume("Nothing to resume: the state has no pending interrupt")
+        execution = self._execution(
+            state, callbacks, until_tool, max_runs, should_cancel
+        )
+        for entry in self.middleware:
+            outcome = await call_hook(
+                entry.middleware.handle_resume,
+                self,
+                state,
+                decisions,
+                callbacks=execution.callbacks,
+                execution=execution,
+            )
+            if outcome is None:
+                continue
+            if isinstance(outcome, Interrupt):
+                execution.state = replace(outcome.state, interrupt_data=outcome.data)
+                return execution.result("interrupted", interrupt_data=outcome.data)
+            if isinstance(outcome, State):
+                outcome = Resume(state=outcome)
+            execution.state = outcome.state
+            execution.tool_decisions = dict(outcome.tool_decisions)
+            return await self.mode.run(execution)
+        keys = ", ".join(sorted(state.interrupt_data)) or "none"
+        raise InvalidResume(f"No middleware handles this interrupt (its keys: {keys})")
+
+    def execute_sync(self, state: State | Iterable[Any], **options: Any) -> AgentResult:
+        """``execute`` for code without an event loop (scripts, Celery tasks)."""
+        return _run_sync(self.execute(state, **options))
+
+    def resume_sync(self, state: State, decisions: Any, **options: Any) -> AgentResult:
+        return _run_sync(self.resume(state, decisions, **options))
+
+    def _prepare(self, state: State) -> State:
+        if not isinstance(state, State):
+            raise TypeError(f"Expected a State, got {type(state).__name__}")
+        return (
+            state
+            if state.agent_id == self.agent_id
+            else replace(state, agent_id=self.agent_id)
+        )
+
+    def _execution(
+        self,
+        state: State,
+        callbacks: Iterable[Mapping[str, Callable[..., Any]]],
+        until_tool: str | Iterable[str] | None,
+        max_runs: int | None,
+        should_cancel: Callable[[], bool] | None,
+    ) -> Execution:
+        targets = None
+        if until_tool:
+            targets = frozenset(
+                [until_tool] if isinstance(until_tool, str) else until_tool
+            )
+            missing = sorted(targets - set(self.tools_by_name))
+            if missing:
+                raise ConfigurationError(f"until_tool names unknown tools: {missing}")
+        return Execution(
+            agent=self,
+            state=state,
+            callbacks=Callbacks([*self.middleware_callbacks(), *callbacks]),
+            max_runs=max_runs or self.max_runs,
+            until_tool=targets,
+            should_cancel=should_cancel,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"<Agent {self.agent_id} model={self.model.name!r} tools={len(self.tools)}>"
+        )
+
+
+def to_state(value: State | Iterable[Any]) -> State:
+    """A State from a State or a list of messages: Message objects, OpenAI-format
+    dicts (``{"role": "user", "content": "Hello"}``) or plain strings (user text)."""
+    if isinstance(value, State):
+        return value
+    if isinstance(value, (str, bytes)):
+        raise TypeError("Pass a State or a list of messages, not a string")
+    messages: list[Message] = []
+    for item in value:
+        if isinstance(item, Message):
+            messages.append(item)
+        elif isinstance(item, str):
+            messages.append(Message.user(item))
+        elif isinstance(item, dict):
+            messages.extend(
+                messages_from_openai([item])
+            )  # {"role": ..., "content": ...}
+        else:
+            raise TypeError(f"Cannot read a message from {item!r}")
+    return State(messages=messages)
+
+
+def _run_sync(coroutine: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        running = False
+    else:
+        running = True
+    if running:
+        coroutine.close()
+        raise RuntimeError(
+            "execute_sync() was called in a running event loop; await execute()"
+        )
+    return asyncio.run(coroutine)

@@ -1,0 +1,55 @@
+"""DisplayHelpers: what of a message a person sees, as JSON-ready items.
+
+``extract_display_items(message)`` returns one dict per displayable piece, in display
+order; the caller numbers them (sequence 0, 1, 2...) when persisting::
+
+    {"type": "text" | "thinking" | "tool_call" | "tool_result",
+     "message_type": "user" | "assistant" | "tool" | "system",
+     "content": {...}}   # string keys, ready for a JSON column
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .messages import Message
+
+
+def extract_display_items(message: Message) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    role = message.role
+    for part in message.content:
+        if part.type in ("text", "thinking") and part.content:
+            items.append(
+                {
+                    "type": part.type,
+                    "message_type": role,
+                    "content": {"text": part.content},
+                }
+            )
+    for call in message.tool_calls:
+        items.append(
+            {
+                "type": "tool_call",
+                "message_type": role,
+                "content": {
+                    "call_id": call.call_id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                },
+            }
+        )
+    for result in message.tool_results:
+        items.append(
+            {
+                "type": "tool_result",
+                "message_type": role,
+                "content": {
+                    "tool_call_id": result.tool_call_id,
+                    "name": result.name,
+                    "content": result.text,
+                    "is_error": result.is_error,
+                },
+            }
+        )
+    return items

@@ -1,0 +1,60 @@
+"""The core's error tree.
+
+Errors a model can fix (a bad tool argument, a missing file) are never raised: they come
+back to the model as error tool results. What is raised here is misuse of the API by the
+calling code, or a state that cannot be used::
+
+    SagentsError
+    ├── ConfigurationError      an agent, tool or middleware was set up wrongly
+    ├── InvalidResume           resume() called with decisions that do not fit the interrupt
+    ├── StateVersionError       serialized state from an unknown format version
+    ├── SerializationError      serialized state that is not valid
+    ├── MiddlewareError         a middleware hook failed; ends the turn as an error
+    └── LLMError                the model call failed (after retries and fallbacks)
+        └── StreamError         the stream broke after it had started
+"""
+
+from __future__ import annotations
+
+
+class SagentsError(Exception):
+    """Base class of every error raised by sagents_django."""
+
+
+class ConfigurationError(SagentsError):
+    """An agent, tool or middleware was configured wrongly."""
+
+
+class InvalidResume(SagentsError):
+    """Decisions passed to resume() do not match the pending interrupt."""
+
+
+class StateVersionError(SagentsError):
+    """Serialized state carries a format version this code cannot read."""
+
+
+class SerializationError(SagentsError):
+    """Serialized state is malformed."""
+
+
+class MiddlewareError(SagentsError):
+    """A middleware hook failed; the turn ends with an error result."""
+
+
+class LLMError(SagentsError):
+    """The model call failed after its retries and fallbacks.
+
+    ``retryable`` says whether another attempt could succeed (rate limits, 5xx,
+    connection errors), which drives retries and fallbacks in the chain.
+    """
+
+    def __init__(
+        self, message: str, *, retryable: bool = False, status_code: int | None = None
+    ):
+        super().__init__(message)
+        self.retryable = retryable
+        self.status_code = status_code
+
+
+class StreamError(LLMError):
+    """The response stream broke (dropped, stalled, malformed, in-band error) mid-way."""

@@ -1,0 +1,646 @@
+"""Messages: the conversation as the model sees it.
+
+One ``Message`` per turn of a role. Content is always a list of ``ContentPart`` (text,
+thinking, image, file); a plain string given to a constructor becomes one text part. A
+``tool`` message carries every result of one assistant message's tool calls, as Sagents
+does; the OpenAI format spreads those over several ``{"role": "tool"}`` messages, and the
+converters below fold them back so that ``messages_from_openai(messages_to_openai(m)) == m``.
+
+Two JSON edges live beside the classes: ``to_openai``/``messages_from_openai`` (what
+litellm sends to a provider) and ``to_dict``/``from_dict`` (what is stored, lossless).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+PartType = Literal["text", "thinking", "image", "file"]
+StopReason = Literal[
+    "complete", "length", "cancelled", "content_filtered", "stream_error"
+]
+
+ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
+PART_TYPES: frozenset[str] = frozenset(("text", "thinking", "image", "file"))
+STOP_REASONS: frozenset[str] = frozenset(
+    ("complete", "length", "cancelled", "content_filtered", "stream_error")
+)
+
+
+@dataclass(kw_only=True, slots=True)
+class ContentPart:
+    """One piece of a message's content."""
+
+    type: PartType
+    """What the part holds: text, the model's thinking, an image or a file."""
+    content: str
+    """Text for text and thinking; base64 data or a URL (``options["url"]``) otherwise."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """Extras: ``media`` (MIME type), ``filename``, ``detail``, ``signature`` (thinking)."""
+
+    @classmethod
+    def text(cls, text: str) -> ContentPart:
+        return cls(type="text", content=text)
+
+    @classmethod
+    def thinking(cls, text: str, *, signature: str | None = None) -> ContentPart:
+        return cls(
+            type="thinking",
+            content=text,
+            options={"signature": signature} if signature else {},
+        )
+
+    @classmethod
+    def image(cls, data: str, *, media: str = "image/png", detail: str | None = None):
+        options: dict[str, Any] = {"media": media}
+        if detail:
+            options["detail"] = detail
+        return cls(type="image", content=data, options=options)
+
+    @classmethod
+    def image_url(cls, url: str, *, detail: str | None = None) -> ContentPart:
+        options: dict[str, Any] = {"url": True}
+        if detail:
+            options["detail"] = detail
+        return cls(type="image", content=url, options=options)
+
+    @classmethod
+    def file(cls, data: str, *, media: str, filename: str | None = None):
+        options: dict[str, Any] = {"media": media}
+        if filename:
+            options["filename"] = filename
+        return cls(type="file", content=data, options=options)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"type": self.type, "content": self.content}
+        if self.options:
+            data["options"] = self.options
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ContentPart:
+        _check(
+            data.get("type") in PART_TYPES,
+            f"Unknown content part type {data.get('type')!r}",
+        )
+        _check(
+            isinstance(data["content"], str), "Content part content must be a string"
+        )
+        options = data.get("options") or {}
+        _check(isinstance(options, dict), "Content part options must be a dict")
+        return cls(type=data["type"], content=data["content"], options=options)
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolCall:
+    """A model's request to call one tool."""
+
+    call_id: str
+    """The provider's id, echoed back by the matching ``ToolResult``."""
+    name: str
+    """The tool's name."""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    """The parsed JSON arguments."""
+    raw_arguments: str | None = None
+    """The text the model sent when it was not a JSON object (then ``arguments`` is
+    empty and executing the call yields an error result the model can act on)."""
+
+    def arguments_json(self) -> str:
+        if self.raw_arguments is not None:
+            return self.raw_arguments
+        return json.dumps(self.arguments, ensure_ascii=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+        }
+        if self.raw_arguments is not None:
+            data["raw_arguments"] = self.raw_arguments
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolCall:
+        arguments = data.get("arguments") or {}
+        raw = data.get("raw_arguments")
+        _check(
+            isinstance(data["call_id"], str) and isinstance(data["name"], str),
+            "Tool call call_id and name must be strings",
+        )
+        _check(isinstance(arguments, dict), "Tool call arguments must be a dict")
+        _check(
+            raw is None or isinstance(raw, str),
+            "Tool call raw_arguments must be a string",
+        )
+        return cls(
+            call_id=data["call_id"],
+            name=data["name"],
+            arguments=arguments,
+            raw_arguments=raw,
+        )
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolResult:
+    """The outcome of one tool call, as the model will read it."""
+
+    tool_call_id: str
+    name: str
+    content: str | list[ContentPart] = ""
+    display_text: str | None = None
+    """A short human label for the UI ("Writing notes.md")."""
+    is_error: bool = False
+    is_interrupt: bool = False
+    """The call is paused waiting for a person (e.g. a sub-agent's approval)."""
+    interrupt_data: dict[str, Any] | None = None
+    """JSON data describing the pause; restored only if a middleware claims it."""
+    processed_content: Any = None
+    """In-process only (never serialized): e.g. a State update returned by the tool."""
+
+    @property
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.content for p in self.content if p.type == "text")
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "tool_call_id": self.tool_call_id,
+            "name": self.name,
+            "content": self.content
+            if isinstance(self.content, str)
+            else [p.to_dict() for p in self.content],
+        }
+        if self.display_text is not None:
+            data["display_text"] = self.display_text
+        if self.is_error:
+            data["is_error"] = True
+        if self.is_interrupt:
+            data["is_interrupt"] = True
+        if self.interrupt_data is not None:
+            data["interrupt_data"] = self.interrupt_data
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolResult:
+        content = data.get("content", "")
+        if isinstance(content, list):
+            content = [ContentPart.from_dict(p) for p in content]
+        _check(
+            isinstance(content, str | list),
+            "Tool result content must be a string or a list",
+        )
+        _check(
+            isinstance(data["tool_call_id"], str) and isinstance(data["name"], str),
+            "Tool result tool_call_id and name must be strings",
+        )
+        _check(
+            data.get("display_text") is None or isinstance(data["display_text"], str),
+            "Tool result display_text must be a string",
+        )
+        _check(
+            data.get("interrupt_data") is None
+            or isinstance(data["interrupt_data"], dict),
+            "Tool result interrupt_data must be a dict",
+        )
+        return cls(
+            tool_call_id=data["tool_call_id"],
+            name=data["name"],
+            content=content,
+            display_text=data.get("display_text"),
+            is_error=bool(data.get("is_error", False)),
+            is_interrupt=bool(data.get("is_interrupt", False)),
+            interrupt_data=data.get("interrupt_data"),
+        )
+
+
+@dataclass(kw_only=True, slots=True)
+class TokenUsage:
+    """Tokens one model call consumed."""
+
+    input: int = 0
+    output: int = 0
+    cached_input: int = 0
+    reasoning: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            input=self.input + other.input,
+            output=self.output + other.output,
+            cached_input=self.cached_input + other.cached_input,
+            reasoning=self.reasoning + other.reasoning,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "cached_input": self.cached_input,
+            "reasoning": self.reasoning,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TokenUsage:
+        return cls(**{k: int(data.get(k) or 0) for k in cls.__dataclass_fields__})
+
+    @classmethod
+    def from_openai(cls, usage: Any) -> TokenUsage:
+        """Read an OpenAI-style usage object or dict (litellm's ``Usage`` included)."""
+
+        def get(obj: Any, key: str) -> Any:
+            return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
+
+        prompt_details = get(usage, "prompt_tokens_details")
+        output_details = get(usage, "completion_tokens_details")
+        return cls(
+            input=int(get(usage, "prompt_tokens") or 0),
+            output=int(get(usage, "completion_tokens") or 0),
+            cached_input=int(
+                (prompt_details and get(prompt_details, "cached_tokens")) or 0
+            ),
+            reasoning=int(
+                (output_details and get(output_details, "reasoning_tokens")) or 0
+            ),
+        )
+
+
+@dataclass(kw_only=True, slots=True)
+class Message:
+    """One message of a conversation."""
+
+    role: Role
+    content: list[ContentPart] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    """Assistant messages only: the tools the model asked for."""
+    tool_results: list[ToolResult] = field(default_factory=list)
+    """Tool messages only: one result per call of the preceding assistant message."""
+    status: StopReason = "complete"
+    """Why the message ended (the stop reason). Partial text of a broken or cancelled
+    stream is kept, marked ``stream_error`` or ``cancelled``."""
+    name: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Free JSON data; the chain stores the call's token usage under ``"usage"``."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.content, str):
+            self.content = [ContentPart.text(self.content)] if self.content else []
+
+    # Constructors -----------------------------------------------------------------
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls(role="system", content=text)  # type: ignore[arg-type]
+
+    @classmethod
+    def user(cls, content: str | list[ContentPart], *, name: str | None = None):
+        return cls(role="user", content=content, name=name)  # type: ignore[arg-type]
+
+    @classmethod
+    def assistant(
+        cls,
+        content: str | list[ContentPart] = "",
+        *,
+        tool_calls: list[ToolCall] | None = None,
+        status: StopReason = "complete",
+    ) -> Message:
+        return cls(
+            role="assistant",
+            content=content,  # type: ignore[arg-type]
+            tool_calls=tool_calls or [],
+            status=status,
+        )
+
+    @classmethod
+    def tool(cls, results: list[ToolResult]) -> Message:
+        return cls(role="tool", tool_results=list(results))
+
+    # Reading ----------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        """The concatenated text parts (thinking excluded)."""
+        return "".join(p.content for p in self.content if p.type == "text")
+
+    @property
+    def thinking(self) -> str:
+        return "".join(p.content for p in self.content if p.type == "thinking")
+
+    @property
+    def stop_reason(self) -> StopReason:
+        return self.status
+
+    # Stored JSON ------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"role": self.role}
+        if self.content:
+            data["content"] = [p.to_dict() for p in self.content]
+        if self.tool_calls:
+            data["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.tool_results:
+            data["tool_results"] = [r.to_dict() for r in self.tool_results]
+        if self.status != "complete":
+            data["status"] = self.status
+        if self.name is not None:
+            data["name"] = self.name
+        if self.metadata:
+            data["metadata"] = self.metadata
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Message:
+        _check(data.get("role") in ROLES, f"Unknown message role {data.get('role')!r}")
+        _check(data.get("status", "complete") in STOP_REASONS, "Unknown message status")
+        _check(
+            data.get("name") is None or isinstance(data["name"], str),
+            "Bad message name",
+        )
+        _check(
+            isinstance(data.get("metadata") or {}, dict),
+            "Message metadata must be a dict",
+        )
+        for key in ("content", "tool_calls", "tool_results"):
+            _check(
+                isinstance(data.get(key) or [], list), f"Message {key} must be a list"
+            )
+        return cls(
+            role=data["role"],
+            content=[ContentPart.from_dict(p) for p in data.get("content") or ()],
+            tool_calls=[ToolCall.from_dict(c) for c in data.get("tool_calls") or ()],
+            tool_results=[
+                ToolResult.from_dict(r) for r in data.get("tool_results") or ()
+            ],
+            status=data.get("status", "complete"),
+            name=data.get("name"),
+            metadata=data.get("metadata") or {},
+        )
+
+    # OpenAI format ----------------------------------------------------------------
+    def to_openai(self) -> list[dict[str, Any]]:
+        """This message in OpenAI chat format (a tool message becomes several)."""
+        if self.role == "tool":
+            return [
+                {
+                    "role": "tool",
+                    "tool_call_id": r.tool_call_id,
+                    "content": _tool_content_to_openai(r.content),
+                }
+                for r in self.tool_results
+            ]
+        if self.role not in ROLES:
+            raise ValueError(f"Unknown message role {self.role!r}")
+        out: dict[str, Any] = {"role": self.role}
+        if self.role == "assistant":
+            out["content"] = self.text or None
+            thinking = [p for p in self.content if p.type == "thinking"]
+            if thinking:
+                out["reasoning_content"] = "".join(p.content for p in thinking)
+                if any(p.options.get("signature") for p in thinking):
+                    out["thinking_blocks"] = [
+                        {
+                            "type": "thinking",
+                            "thinking": p.content,
+                            "signature": p.options.get("signature"),
+                        }
+                        for p in thinking
+                    ]
+            if self.tool_calls:
+                out["tool_calls"] = [
+                    {
+                        "id": c.call_id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments_json()},
+                    }
+                    for c in self.tool_calls
+                ]
+        else:
+            out["content"] = _content_to_openai(self.content)
+        if self.name is not None:
+            out["name"] = self.name
+        return [out]
+
+
+def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
+    """A conversation in OpenAI chat format, as litellm takes it."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        out.extend(message.to_openai())
+    return out
+
+
+def messages_from_openai(items: list[dict[str, Any]]) -> list[Message]:
+    """Read OpenAI chat-format messages; consecutive tool messages fold into one."""
+    messages: list[Message] = []
+    call_names: dict[str, str] = {}
+    for item in items:
+        role = item.get("role")
+        if role == "tool":
+            call_id = item["tool_call_id"]
+            result = ToolResult(
+                tool_call_id=call_id,
+                name=item.get("name") or call_names.get(call_id, ""),
+                content=_tool_content_from_openai(item.get("content")),
+            )
+            if messages and messages[-1].role == "tool":
+                messages[-1].tool_results.append(result)
+            else:
+                messages.append(Message.tool([result]))
+            continue
+        if role not in ROLES:
+            raise ValueError(f"Unknown message role {role!r}")
+        if role == "assistant":
+            message = _assistant_from_openai(item)
+            call_names.update({c.call_id: c.name for c in message.tool_calls})
+        else:
+            message = Message(
+                role=role, content=_content_from_openai(item.get("content"))
+            )
+        message.name = item.get("name")
+        messages.append(message)
+    return messages
+
+
+def parse_tool_arguments(
+    raw: str | dict[str, Any] | None,
+) -> tuple[dict[str, Any], str | None]:
+    """Arguments as a dict, plus the raw text when it was not a JSON object."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or raw.strip() == "":
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}, raw
+    if isinstance(value, dict):
+        return value, None
+    return {}, raw
+
+
+def _assistant_from_openai(item: dict[str, Any]) -> Message:
+    parts: list[ContentPart] = []
+    blocks = item.get("thinking_blocks")
+    if blocks:
+        parts.extend(
+            ContentPart.thinking(b.get("thinking", ""), signature=b.get("signature"))
+            for b in blocks
+        )
+    elif item.get("reasoning_content"):
+        parts.append(ContentPart.thinking(item["reasoning_content"]))
+    parts.extend(_content_from_openai(item.get("content")))
+    calls = []
+    for call in item.get("tool_calls") or ():
+        function = call.get("function") or {}
+        arguments, raw = parse_tool_arguments(function.get("arguments"))
+        calls.append(
+            ToolCall(
+                call_id=call["id"],
+                name=function.get("name", ""),
+                arguments=arguments,
+                raw_arguments=raw,
+            )
+        )
+    return Message(role="assistant", content=parts, tool_calls=calls)
+
+
+def _content_to_openai(parts: list[ContentPart]) -> str | list[dict[str, Any]]:
+    if len(parts) == 1 and parts[0].type == "text":
+        return parts[0].content
+    if not parts:
+        return ""
+    out: list[dict[str, Any]] = []
+    for part in parts:
+        if part.type == "text":
+            out.append({"type": "text", "text": part.content})
+        elif part.type == "image":
+            url = (
+                part.content
+                if part.options.get("url")
+                else f"data:{part.options.get('media', 'image/png')};base64,{part.content}"
+            )
+            image: dict[str, Any] = {"url": url}
+            if part.options.get("detail"):
+                image["detail"] = part.options["detail"]
+            out.append({"type": "image_url", "image_url": image})
+        elif part.type == "file":
+            file: dict[str, Any] = {
+                "file_data": f"data:{part.options.get('media')};base64,{part.content}"
+            }
+            if part.options.get("filename"):
+                file["filename"] = part.options["filename"]
+            out.append({"type": "file", "file": file})
+        elif part.type != "thinking":
+            raise ValueError(f"Unknown content part type {part.type!r}")
+        # Thinking in a user/system message has no OpenAI form; it is dropped.
+    return out
+
+
+def _content_from_openai(content: Any) -> list[ContentPart]:
+    if content is None or content == "":
+        return []
+    if isinstance(content, str):
+        return [ContentPart.text(content)]
+    parts: list[ContentPart] = []
+    for item in content:
+        kind = item.get("type")
+        if kind == "text":
+            parts.append(ContentPart.text(item.get("text", "")))
+        elif kind == "image_url":
+            image = item.get("image_url") or {}
+            if not isinstance(image, dict):  # the bare-string form
+                image = {"url": image}
+            url = image.get("url", "")
+            media, data = _split_data_url(url)
+            part = (
+                ContentPart.image(data, media=media, detail=image.get("detail"))
+                if data is not None
+                else ContentPart.image_url(url, detail=image.get("detail"))
+            )
+            parts.append(part)
+        elif kind == "file":
+            file = item.get("file") or {}
+            media, data = _split_data_url(file.get("file_data", ""))
+            parts.append(
+                ContentPart.file(
+                    data or "", media=media or "", filename=file.get("filename")
+                )
+            )
+        elif kind in ("thinking", "reasoning"):
+            parts.append(ContentPart.thinking(item.get(kind) or item.get("text", "")))
+        else:
+            raise ValueError(f"Unknown content part type {kind!r}")
+    return parts
+
+
+def _tool_content_to_openai(
+    content: str | list[ContentPart],
+) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    return _content_to_openai(content)
+
+
+def _tool_content_from_openai(content: Any) -> str | list[ContentPart]:
+    if content is None or isinstance(content, str):
+        return content or ""
+    return _content_from_openai(content)
+
+
+def _check(condition: bool, problem: str) -> None:
+    if not condition:
+        raise ValueError(problem)
+
+
+def _split_data_url(url: str) -> tuple[str | None, str | None]:
+    if not url.startswith("data:") or ";base64," not in url:
+        return None, None
+    head, data = url[5:].split(";base64,", 1)
+    return head, data
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolCallDelta:
+    """A fragment of a streamed tool call; fragments with one ``index`` form a call."""
+
+    index: int
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+    """A piece of the JSON arguments text."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+        }
+
+
+@dataclass(kw_only=True, slots=True)
+class MessageDelta:
+    """A piece of a streamed assistant message."""
+
+    content: str = ""
+    """A piece of text."""
+    thinking: str = ""
+    """A piece of the model's thinking."""
+    tool_calls: list[ToolCallDelta] | None = None
+    status: StopReason | None = None
+    """Set on the last delta of a message."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.content:
+            data["content"] = self.content
+        if self.thinking:
+            data["thinking"] = self.thinking
+        if self.tool_calls:
+            data["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.status is not None:
+            data["status"] = self.status
+        return data

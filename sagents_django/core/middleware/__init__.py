@@ -1,0 +1,1 @@
+"""The middleware family: ``base`` plus one module per built-in middleware."""

@@ -1,0 +1,220 @@
+"""The middleware base class and its entries.
+
+A middleware is a class whose hooks the agent calls around every model call. Every hook
+has a default that changes nothing, so a middleware overrides only what it needs. Hooks
+may be plain or ``async def``; the agent awaits what is awaitable.
+
+Lifecycle (see the reference, 001):
+
+- ``__init__(**options)``: configuration, once when the agent is built.
+- ``attach(agent)``: the agent the middleware was added to (model, tools, id).
+- ``system_prompt()``, ``tools()``, ``callbacks()``: collected when the agent is built.
+- ``before_model(state)``: before every model call, in stack order.
+- ``after_model(state)``: after every model response, in reverse stack order; may
+  return ``Interrupt(state, data)`` to pause for a person.
+- ``handle_resume(agent, state, resume_data)``: offered the pending interrupt on
+  ``Agent.resume``; return None when it is not this middleware's.
+- ``handle_message(message, state)``: a message routed to this middleware by id.
+- ``on_server_start(state)``: a conversation session started or restarted.
+- ``restorable_interrupt(data)``: may this middleware resume ``data`` after a restart?
+- ``debug_summary()``: a small view of the configuration for the inspector.
+
+A hook that raises ends the turn with an error result; the state is kept.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from ..exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..state import State
+    from ..tools import Tool
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(kw_only=True, slots=True)
+class Interrupt:
+    """Returned by a hook to pause the turn until a person decides."""
+
+    state: State
+    data: dict[str, Any]
+
+
+@dataclass(kw_only=True, slots=True)
+class Resume:
+    """Returned by ``handle_resume``: the interrupt is handled, go on from ``state``.
+
+    ``tool_decisions`` maps tool call ids to the decision that applies when the pending
+    calls are executed (approve, edit with arguments, reject).
+    """
+
+    state: State
+    tool_decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class Middleware:
+    """Base class of every middleware; each hook's default does nothing."""
+
+    id: str
+    """Set by ``MiddlewareEntry``: the class path, or the ``id=`` option."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+
+    def attach(self, agent: Agent) -> None:
+        """Called once with the agent this middleware belongs to."""
+
+    def system_prompt(self) -> str | list[str] | None:
+        return None
+
+    def tools(self) -> list[Tool]:
+        return []
+
+    def callbacks(self) -> dict[str, Callable[..., Any]]:
+        return {}
+
+    def before_model(self, state: State) -> State | Interrupt:
+        return state
+
+    def after_model(self, state: State) -> State | Interrupt:
+        return state
+
+    def handle_resume(
+        self, agent: Agent, state: State, resume_data: Any, **options: Any
+    ) -> Resume | Interrupt | State | None:
+        return None
+
+    def handle_message(self, message: Any, state: State) -> State:
+        return state
+
+    def on_server_start(self, state: State) -> State:
+        return state
+
+    def state_schema(self) -> Any:
+        return None
+
+    def restorable_interrupt(self, interrupt_data: dict[str, Any]) -> bool:
+        return False
+
+    def debug_summary(self) -> dict[str, Any] | str | None:
+        return None
+
+    @classmethod
+    def overrides(cls, hook: str) -> bool:
+        """Whether this class replaces the base's ``hook`` (lets the loop skip no-ops)."""
+        return getattr(cls, hook) is not getattr(Middleware, hook)
+
+
+MiddlewareSpec: TypeAlias = "type[Middleware] | tuple[type[Middleware], dict[str, Any]] | Middleware | MiddlewareEntry"
+
+
+@dataclass(kw_only=True, slots=True, eq=False)
+class MiddlewareEntry:
+    """A middleware instance in an agent's stack, with its routing id."""
+
+    id: str
+    middleware: Middleware
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cls(self) -> type[Middleware]:
+        return type(self.middleware)
+
+    def to_raw_spec(self) -> type[Middleware] | tuple[type[Middleware], dict[str, Any]]:
+        """The spec this entry was built from (used to re-create it in a sub-agent)."""
+        options = dict(self.options)
+        if self.id != class_path(self.cls):
+            options["id"] = self.id
+        return (self.cls, options) if options else self.cls
+
+
+def class_path(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def init_middleware(spec: Any) -> MiddlewareEntry:
+    """Build an entry from a class, ``(class, options)``, an instance or an entry."""
+    if isinstance(spec, MiddlewareEntry):
+        return spec
+    if isinstance(spec, Middleware):
+        mw_id = getattr(spec, "id", None) or class_path(type(spec))
+        spec.id = mw_id
+        # A subclass's own __init__ may not call super().__init__: no options then.
+        options = dict(getattr(spec, "options", None) or {})
+        return MiddlewareEntry(id=mw_id, middleware=spec, options=options)
+    if isinstance(spec, str):
+        spec = _import_class(spec)
+    options: dict[str, Any] = {}
+    if isinstance(spec, tuple) and len(spec) == 2:
+        spec, options = spec
+        if isinstance(spec, str):
+            spec = _import_class(spec)
+        if not isinstance(options, dict):
+            raise ConfigurationError(
+                f"Middleware options must be a dict, not {type(options).__name__}"
+            )
+    if not (inspect.isclass(spec) and issubclass(spec, Middleware)):
+        raise ConfigurationError(
+            f"Middleware spec must be a Middleware subclass, (class, options), an "
+            f"instance or a dotted path; got {spec!r}"
+        )
+    options = dict(options)
+    mw_id = str(options.pop("id", None) or class_path(spec))
+    try:
+        instance = spec(**options)
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"Bad options for middleware {mw_id!r}: {exc}"
+        ) from exc
+    instance.id = mw_id
+    return MiddlewareEntry(id=mw_id, middleware=instance, options=options)
+
+
+def init_stack(specs: Sequence[Any]) -> list[MiddlewareEntry]:
+    entries = [init_middleware(spec) for spec in specs]
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.id in seen:
+            raise ConfigurationError(
+                f"Two middleware share the id {entry.id!r}; give one an id= option"
+            )
+        seen.add(entry.id)
+    return entries
+
+
+def is_restorable(
+    entries: Sequence[MiddlewareEntry], interrupt_data: dict[str, Any]
+) -> bool:
+    """Whether any middleware claims ``interrupt_data``; a raising hook counts as no."""
+    for entry in entries:
+        try:
+            answer = entry.middleware.restorable_interrupt(interrupt_data)
+            if inspect.isawaitable(answer):
+                # Called at load time, outside any event loop: an async hook cannot be
+                # awaited here, and an un-awaited coroutine is truthy. Count it as no.
+                if inspect.iscoroutine(answer):
+                    answer.close()
+                logger.warning("restorable_interrupt of %s must not be async", entry.id)
+                continue
+            if answer:
+                return True
+        except Exception:
+            logger.warning("restorable_interrupt of %s raised", entry.id, exc_info=True)
+    return False
+
+
+def _import_class(path: str) -> Any:
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigurationError(f"Cannot import middleware {path!r}: {exc}") from exc

@@ -1,0 +1,368 @@
+"""The execution loop as a pipeline of steps (Sagents' Mode.Steps / AgentExecution).
+
+A mode is a sequence of steps; each step takes the ``Execution`` and returns None to
+go on or an ``AgentResult`` to end the turn. ``AgentExecution`` loops its steps until
+one ends the turn. A developer recomposes the steps into a custom mode::
+
+    class Careful(AgentExecution):
+        steps = (log_step, *AgentExecution.steps)
+
+    Agent(model=..., mode=Careful())
+
+Standard pipeline: check for cancellation, call the model (before_model hooks in
+order, the call, after_model hooks in reverse), stop for human approval when a pending
+tool call needs it, execute tools (in parallel), propagate state updates from tool
+results, stop when ``until_tool`` was called, then loop or finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from .exceptions import LLMError
+from .llm import call_model
+from .messages import Message, TokenUsage, ToolCall, ToolResult
+from .middleware.base import Interrupt
+from .state import State, merge_states
+from .todo import Todo
+from .tools import ToolContext, error_result, execute_tool_call
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .callbacks import Callbacks
+
+logger = logging.getLogger(__name__)
+
+ResultStatus = Literal["completed", "interrupted", "error", "cancelled"]
+
+REJECTED_TEXT = "The user rejected this call to {name!r}; it was not run."
+
+
+@dataclass(kw_only=True, slots=True)
+class AgentResult:
+    """How a turn ended, with the state it left."""
+
+    status: ResultStatus
+    state: State
+    interrupt_data: dict[str, Any] | None = None
+    """For ``interrupted``: what a person must decide (e.g. action_requests)."""
+    error: str | None = None
+    """For ``error``: a message a person can read."""
+    exception: BaseException | None = None
+    tool_result: ToolResult | None = None
+    """For ``until_tool``: the result of the target tool."""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def last_message(self) -> Message | None:
+        return self.state.messages[-1] if self.state.messages else None
+
+
+@dataclass(kw_only=True, eq=False)
+class Execution:
+    """One ``execute``/``resume`` call in progress; what every step works on."""
+
+    agent: Agent
+    state: State
+    callbacks: Callbacks
+    max_runs: int
+    until_tool: frozenset[str] | None = None
+    should_cancel: Callable[[], bool] | None = None
+    tool_decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Decisions from a HITL resume, by tool call id."""
+    run_count: int = 0
+    """Model calls made so far."""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    last_tool_results: list[ToolResult] = field(default_factory=list)
+    _openai: dict[int, tuple[Message, list[dict[str, Any]]]] = field(
+        default_factory=dict
+    )
+
+    @property
+    def agent_id(self) -> str | None:
+        return self.agent.agent_id
+
+    def cancelled(self) -> bool:
+        return self.should_cancel is not None and bool(self.should_cancel())
+
+    def result(self, status: ResultStatus, **kwargs: Any) -> AgentResult:
+        return AgentResult(status=status, state=self.state, usage=self.usage, **kwargs)
+
+    def fail(self, message: str, exception: BaseException | None = None) -> AgentResult:
+        return self.result("error", error=message, exception=exception)
+
+    def pending_tool_calls(self) -> list[ToolCall]:
+        """Calls of the last message when it is an assistant message (no results yet)."""
+        messages = self.state.messages
+        if messages and messages[-1].role == "assistant":
+            return messages[-1].tool_calls
+        return []
+
+    def openai_messages(self) -> list[dict[str, Any]]:
+        """The system prompt and history in OpenAI format, converted once per message."""
+        out: list[dict[str, Any]] = []
+        prompt = self.agent.assembled_system_prompt
+        if prompt:
+            out.append({"role": "system", "content": prompt})
+        cache = self._openai
+        for message in self.state.messages:
+            hit = cache.get(id(message))
+            if hit is None or hit[0] is not message:
+                hit = cache[id(message)] = (message, message.to_openai())
+            out.extend(hit[1])
+        return out
+
+
+Step = Callable[[Execution], Awaitable[AgentResult | None]]
+
+
+async def call_hook(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    result = function(*args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+# Steps ------------------------------------------------------------------------------
+async def check_cancelled(ex: Execution) -> AgentResult | None:
+    return ex.result("cancelled") if ex.cancelled() else None
+
+
+async def call_llm(ex: Execution) -> AgentResult | None:
+    """Run before_model hooks, call the model, run after_model hooks."""
+    if ex.pending_tool_calls():
+        return None  # resuming: the last response's tools still have to run
+    if ex.run_count >= ex.max_runs:
+        return ex.fail(
+            f"The agent exceeded max_runs ({ex.max_runs} model calls in one turn)"
+        )
+    agent = ex.agent
+    for entry in agent.before_model_entries:
+        outcome = await _apply(ex, entry, "before_model")
+        if isinstance(outcome, AgentResult):
+            return outcome
+    await ex.callbacks.fire("on_after_middleware", ex.state)
+    ex.run_count += 1
+    try:
+        call = await call_model(
+            agent.models,
+            ex.openai_messages(),
+            agent.openai_tools,
+            execution=ex,
+            callbacks=ex.callbacks,
+            before_fallback=agent.before_fallback,
+            should_cancel=ex.should_cancel,
+        )
+    except LLMError as error:
+        partial = getattr(error, "partial", None)
+        if partial is not None:
+            ex.state = ex.state.add_message(partial)
+            await ex.callbacks.fire("on_error_message_created", ex, partial)
+        await ex.callbacks.fire("on_message_processing_error", ex, partial, str(error))
+        return ex.fail(str(error), error)
+    message = call.message
+    if call.usage is not None:
+        ex.usage = ex.usage + call.usage
+    ex.state = ex.state.add_message(message)
+    await ex.callbacks.fire("on_llm_new_message", ex, message)
+    if message.status == "cancelled":
+        return ex.result("cancelled")
+    await ex.callbacks.fire("on_message_processed", ex, message)
+    for entry in agent.after_model_entries:
+        outcome = await _apply(ex, entry, "after_model")
+        if isinstance(outcome, AgentResult):
+            return outcome
+    return None
+
+
+async def check_pre_tool_hitl(ex: Execution) -> AgentResult | None:
+    """Pause when a pending call needs a person's decision (not yet decided)."""
+    calls = [c for c in ex.pending_tool_calls() if c.call_id not in ex.tool_decisions]
+    if not calls:
+        return None
+    for entry in ex.agent.hitl_entries:
+        data = entry.middleware.check_for_interrupt(ex.state, calls)  # type: ignore[attr-defined]
+        if data:
+            ex.state = replace(ex.state, interrupt_data=data)
+            return ex.result("interrupted", interrupt_data=data)
+    return None
+
+
+async def execute_tools(ex: Execution) -> AgentResult | None:
+    """Run the pending calls in parallel (decisions applied), append their results."""
+    calls = ex.pending_tool_calls()
+    ex.last_tool_results = []
+    if not calls:
+        return None
+    if ex.tool_decisions:
+        calls = _apply_edits(ex, calls)
+    results = await asyncio.gather(*(_run_call(ex, call) for call in calls))
+    ex.tool_decisions = {}
+    ex.last_tool_results = list(results)
+    tool_message = Message.tool(results)
+    ex.state = ex.state.add_message(tool_message)
+    await ex.callbacks.fire("on_tool_response_created", ex, tool_message)
+    await ex.callbacks.fire("on_message_processed", ex, tool_message)
+    paused = next((r for r in results if r.is_interrupt), None)
+    if paused is not None:
+        data = {**(paused.interrupt_data or {}), "tool_call_id": paused.tool_call_id}
+        ex.state = replace(ex.state, interrupt_data=data)
+        return ex.result("interrupted", interrupt_data=data)
+    return None
+
+
+async def propagate_state(ex: Execution) -> AgentResult | None:
+    """Merge the state updates that tools returned, in call order."""
+    for result in ex.last_tool_results:
+        update = result.processed_content
+        if isinstance(update, State):
+            merged = merge_states(ex.state, update)
+            ex.state = replace(merged, interrupt_data=ex.state.interrupt_data)
+        elif isinstance(update, dict):
+            try:
+                ex.state = apply_update(ex.state, update)
+            except (ValueError, TypeError) as exc:
+                return ex.fail(
+                    f"Tool {result.name!r} returned a bad state update: {exc}", exc
+                )
+    return None
+
+
+async def check_until_tool(ex: Execution) -> AgentResult | None:
+    if not ex.until_tool:
+        return None
+    for result in ex.last_tool_results:
+        if result.name in ex.until_tool and not result.is_error:
+            return ex.result("completed", tool_result=result)
+    return None
+
+
+async def continue_or_done(ex: Execution) -> AgentResult | None:
+    """Loop while tools ran; finish when the model answered without calling any."""
+    last = ex.state.messages[-1] if ex.state.messages else None
+    if last is None or last.role != "assistant" or last.tool_calls:
+        return None
+    if last.status in ("stream_error",):
+        return ex.fail("The model's reply was cut off")
+    if ex.until_tool:
+        names = ", ".join(sorted(ex.until_tool))
+        return ex.fail(f"The model stopped without calling the required tool ({names})")
+    return ex.result("completed")
+
+
+class AgentExecution:
+    """The standard mode: loop the steps until one ends the turn."""
+
+    steps: Sequence[Step] = (
+        check_cancelled,
+        call_llm,
+        check_pre_tool_hitl,
+        check_cancelled,
+        execute_tools,
+        propagate_state,
+        check_until_tool,
+        continue_or_done,
+    )
+
+    async def run(self, ex: Execution) -> AgentResult:
+        steps = tuple(self.steps)
+        while True:
+            for step in steps:
+                outcome = await step(ex)
+                if outcome is not None:
+                    return outcome
+
+
+# Helpers ----------------------------------------------------------------------------
+async def _apply(ex: Execution, entry: Any, hook: str) -> AgentResult | None:
+    try:
+        outcome = await call_hook(getattr(entry.middleware, hook), ex.state)
+    except Exception as exc:
+        logger.exception("Middleware %s failed in %s", entry.id, hook)
+        return ex.fail(f"Middleware {entry.id} failed in {hook}: {exc}", exc)
+    if isinstance(outcome, Interrupt):
+        ex.state = replace(outcome.state, interrupt_data=outcome.data)
+        return ex.result("interrupted", interrupt_data=outcome.data)
+    if not isinstance(outcome, State):
+        return ex.fail(
+            f"Middleware {entry.id} {hook} returned {type(outcome).__name__}, not State"
+        )
+    ex.state = outcome
+    return None
+
+
+def _apply_edits(ex: Execution, calls: list[ToolCall]) -> list[ToolCall]:
+    """Edited calls run with the person's arguments; history shows what ran."""
+    edited = []
+    for call in calls:
+        decision = ex.tool_decisions.get(call.call_id)
+        if decision and decision.get("type") == "edit":
+            call = ToolCall(
+                call_id=call.call_id, name=call.name, arguments=decision["arguments"]
+            )
+        edited.append(call)
+    if edited != calls:
+        last = ex.state.messages[-1]
+        ex.state = ex.state.set_messages(
+            [*ex.state.messages[:-1], replace(last, tool_calls=edited)]
+        )
+    return edited
+
+
+async def _run_call(ex: Execution, call: ToolCall) -> ToolResult:
+    decision = ex.tool_decisions.get(call.call_id)
+    tool = ex.agent.tools_by_name.get(call.name)
+    if decision and decision.get("type") == "reject":
+        result = ToolResult(
+            tool_call_id=call.call_id,
+            name=call.name,
+            content=REJECTED_TEXT.format(name=call.name),
+        )
+        await ex.callbacks.fire("on_tool_execution_completed", ex, call, result)
+        return result
+    await ex.callbacks.fire("on_tool_execution_started", ex, call, tool)
+    context = ToolContext(
+        state=ex.state,
+        agent_id=ex.agent_id,
+        tool_context=ex.agent.tool_context,
+        tool_call=call,
+        execution=ex,
+    )
+    try:
+        result = await execute_tool_call(
+            call, ex.agent.tools_by_name, context, timeout=ex.agent.async_tool_timeout
+        )
+    except Exception as exc:  # execute_tool_call already catches; this is a last guard
+        result = error_result(call, f"Tool {call.name!r} failed: {exc}")
+    key = (
+        "on_tool_execution_failed" if result.is_error else "on_tool_execution_completed"
+    )
+    await ex.callbacks.fire(key, ex, call, result)
+    return result
+
+
+def apply_update(state: State, update: dict[str, Any]) -> State:
+    """Apply a dict update from a tool: todos replace, metadata deep-merges,
+    messages append. Unknown keys are an error the tool author must fix."""
+    unknown = set(update) - {"todos", "metadata", "messages"}
+    if unknown:
+        raise ValueError(f"Unknown state update keys: {', '.join(sorted(unknown))}")
+    if "todos" in update:
+        todos = [
+            t if isinstance(t, Todo) else Todo.from_dict(t) for t in update["todos"]
+        ]
+        state = state.set_todos(todos)
+    if "metadata" in update:
+        state = merge_states(state, State(metadata=update["metadata"]))
+    if "messages" in update:
+        state = state.add_messages(list(update["messages"]))
+    return state

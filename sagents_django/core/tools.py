@@ -1,0 +1,226 @@
+"""Tools: functions the model may call.
+
+A tool's function receives ``(args, context)`` and may be sync or async. It returns a
+string (the result the model reads), a ``(string, update)`` pair where ``update`` is a
+``State`` to merge or a dict of state fields to apply, or a ``ToolResult``. Anything the
+model could fix (arguments that break the schema, an exception in the function, a
+timeout) becomes an error result the model reads, never a crash of the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .exceptions import ConfigurationError
+from .messages import ToolCall, ToolResult
+
+if TYPE_CHECKING:
+    from .state import State
+
+logger = logging.getLogger(__name__)
+
+ToolFunction = Callable[[dict[str, Any], "ToolContext"], Any]
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolContext:
+    """The second argument of every tool function.
+
+    ``state`` and ``agent_id`` are always present; the agent's ``tool_context`` (caller
+    data such as a user id) is readable as ``context.tool_context[key]`` and, for
+    convenience, as ``context.key``.
+    """
+
+    state: State
+    agent_id: str | None
+    tool_context: dict[str, Any] = field(default_factory=dict)
+    tool_call: ToolCall | None = None
+    """The call being executed."""
+    execution: Any = None
+    """The running ``Execution`` (agent, callbacks), for tools that start sub-agents."""
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not fields: look them up in tool_context.
+        if name.startswith("_") or name == "tool_context":
+            raise AttributeError(name)
+        try:
+            return self.tool_context[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.tool_context.get(key, default)
+
+
+@dataclass(kw_only=True, slots=True, eq=False)
+class Tool:
+    """A function the model may call, described by a JSON schema."""
+
+    name: str
+    description: str
+    function: ToolFunction
+    parameters: dict[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    """JSON schema of the arguments object."""
+    display_text: str | None = None
+    """A short human label for the UI ("Searching the web")."""
+    _validator: Any = field(default=None, init=False, repr=False)
+    _is_async: bool = field(default=False, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise ConfigurationError(
+                f"Tool name must be a non-empty string, not {self.name!r}"
+            )
+        if not callable(self.function):
+            raise ConfigurationError(f"Tool {self.name!r} needs a callable function")
+        if (
+            not isinstance(self.parameters, dict)
+            or self.parameters.get("type") != "object"
+        ):
+            raise ConfigurationError(
+                f"Tool {self.name!r} parameters must be a JSON schema of type 'object'"
+            )
+        from jsonschema import Draft202012Validator
+
+        try:
+            Draft202012Validator.check_schema(self.parameters)
+        except Exception as exc:
+            raise ConfigurationError(
+                f"Tool {self.name!r} has an invalid parameters schema: {exc}"
+            ) from exc
+        self._validator = Draft202012Validator(self.parameters)
+        self._is_async = inspect.iscoroutinefunction(self.function)
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def validation_error(self, arguments: dict[str, Any]) -> str | None:
+        """A message for the model when ``arguments`` break the schema, else None."""
+        errors = sorted(self._validator.iter_errors(arguments), key=lambda e: e.path)
+        if not errors:
+            return None
+        details = "; ".join(
+            f"{'/'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message}"
+            for e in errors[:5]
+        )
+        return f"Invalid arguments for tool {self.name!r}: {details}"
+
+    async def invoke(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        """Call the function; sync functions run in a worker thread."""
+        if self._is_async:
+            return await self.function(arguments, context)
+        result = await asyncio.to_thread(self.function, arguments, context)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: dict[str, Any] | None = None,
+    display_text: str | None = None,
+) -> Callable[[ToolFunction], Tool]:
+    """Decorator: ``@tool(description=..., parameters=...)`` over ``def f(args, ctx)``."""
+
+    def wrap(function: ToolFunction) -> Tool:
+        return Tool(
+            name=name or function.__name__,
+            description=description or inspect.getdoc(function) or "",
+            function=function,
+            parameters=parameters or {"type": "object", "properties": {}},
+            display_text=display_text,
+        )
+
+    return wrap
+
+
+def error_result(call: ToolCall, text: str) -> ToolResult:
+    return ToolResult(
+        tool_call_id=call.call_id, name=call.name, content=text, is_error=True
+    )
+
+
+async def execute_tool_call(
+    call: ToolCall,
+    tools: dict[str, Tool],
+    context: ToolContext,
+    *,
+    timeout: float | None = None,
+) -> ToolResult:
+    """Run one call to completion; every failure becomes an error result."""
+    if call.raw_arguments is not None:
+        return error_result(
+            call,
+            f"Invalid JSON in the arguments for tool {call.name!r}: "
+            f"{call.raw_arguments[:500]!r}. Send the arguments as one JSON object.",
+        )
+    found = tools.get(call.name)
+    if found is None:
+        return error_result(
+            call,
+            f"Tool {call.name!r} does not exist. Available tools: "
+            f"{', '.join(sorted(tools)) or 'none'}.",
+        )
+    problem = found.validation_error(call.arguments)
+    if problem:
+        return error_result(call, problem)
+    try:
+        if timeout is None:
+            value = await found.invoke(call.arguments, context)
+        else:
+            value = await asyncio.wait_for(
+                found.invoke(call.arguments, context), timeout
+            )
+    except Exception as exc:  # the model sees the failure and may try otherwise
+        if isinstance(exc, TimeoutError) and timeout is not None:
+            return error_result(
+                call, f"Tool {call.name!r} timed out after {timeout:g} seconds."
+            )
+        logger.warning("Tool %r raised", call.name, exc_info=True)
+        return error_result(
+            call, f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}"
+        )
+    return to_tool_result(value, call, found)
+
+
+def to_tool_result(value: Any, call: ToolCall, found: Tool | None = None) -> ToolResult:
+    """Normalise a tool function's return value into a ToolResult."""
+    display = found.display_text if found else None
+    if isinstance(value, ToolResult):
+        if not value.tool_call_id:
+            value.tool_call_id = call.call_id
+        if not value.name:
+            value.name = call.name
+        return value
+    update = None
+    if isinstance(value, tuple) and len(value) == 2:
+        value, update = value
+    if not isinstance(value, str):
+        try:
+            value = json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            value = str(value)
+    return ToolResult(
+        tool_call_id=call.call_id,
+        name=call.name,
+        content=value,
+        display_text=display,
+        processed_content=update,
+    )

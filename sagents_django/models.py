@@ -1,0 +1,1 @@
+"""The app's models (Conversation, AgentState, DisplayMessage, AgentRun) live here."""

@@ -1,0 +1,73 @@
+"""Suite-wide test setup.
+
+The socket guard: tests fake only the LLM provider, and the fakes listen on loopback.
+Any other outbound connection (a real provider, a cost-map download, a model hub) is a
+bug that would make the suite slow, flaky or leaky, so it fails loudly instead. It is
+installed in ``pytest_configure`` (before collection) so imports are guarded too.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["tests.fakes.fixtures"]
+
+_original_connect = socket.socket.connect
+_original_connect_ex = socket.socket.connect_ex
+_original_create_connection = socket.create_connection
+
+
+def _is_allowed(address: Any) -> bool:
+    # Unix sockets are paths (str or bytes); they never leave the machine.
+    if isinstance(address, str | bytes):
+        return True
+    host = address[0]
+    if isinstance(host, bytes):
+        host = host.decode()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        # A host name other than localhost would need a DNS lookup: not allowed.
+        return False
+
+
+def _check(address: Any) -> None:
+    if not _is_allowed(address):
+        raise RuntimeError(
+            f"Blocked network connection to {address!r}: tests may only connect to "
+            "127.0.0.1, localhost or ::1 (socket guard in tests/conftest.py)."
+        )
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> None:
+    _check(address)
+    return _original_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
+    _check(address)
+    return _original_connect_ex(self, address)
+
+
+def _guarded_create_connection(address: Any, *args: Any, **kwargs: Any) -> Any:
+    # Checked before getaddrinfo so a blocked name costs no DNS lookup.
+    _check(address)
+    return _original_create_connection(address, *args, **kwargs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
+    socket.create_connection = _guarded_create_connection
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    socket.socket.connect = _original_connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = _original_connect_ex  # type: ignore[method-assign]
+    socket.create_connection = _original_create_connection

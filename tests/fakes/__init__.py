@@ -1,0 +1,1 @@
+"""Test doubles for sagents-django (fake LLM servers and their fixtures)."""
