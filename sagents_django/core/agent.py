@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from . import events
 from .callbacks import Callbacks
 from .exceptions import ConfigurationError, InvalidResume
 from .llm import ModelRequest, as_model
@@ -25,6 +26,7 @@ from .state import State
 from .tools import Tool
 
 DEFAULT_MAX_RUNS = 50
+_NOT_RESUMING: Any = object()
 
 
 def build_default_middleware(
@@ -171,7 +173,26 @@ class Agent:
         execution = self._execution(
             state, callbacks, until_tool, max_runs, should_cancel
         )
-        return await self.mode.run(execution)
+        return await self.run(execution)
+
+    async def run(
+        self, execution: Execution, *, decisions: Any = _NOT_RESUMING
+    ) -> AgentResult:
+        """Run the mode (after offering ``decisions`` to the middleware, when resuming)
+        with ``events.emit`` routed to the execution's ``on_agent_event`` handlers."""
+
+        def on_event(name: str, data: dict[str, Any]) -> Any:
+            return execution.callbacks.fire("on_agent_event", execution, name, data)
+
+        with events.event_handlers(on_event):
+            try:
+                if decisions is not _NOT_RESUMING:
+                    paused = await self._offer_resume(execution, decisions)
+                    if paused is not None:
+                        return paused
+                return await self.mode.run(execution)
+            finally:
+                await events.drain()
 
     async def resume(
         self,
@@ -194,6 +215,13 @@ class Agent:
         execution = self._execution(
             state, callbacks, until_tool, max_runs, should_cancel
         )
+        return await self.run(execution, decisions=decisions)
+
+    async def _offer_resume(
+        self, execution: Execution, decisions: Any
+    ) -> AgentResult | None:
+        """Give the interrupt to the first middleware that claims it."""
+        state = execution.state
         for entry in self.middleware:
             outcome = await call_hook(
                 entry.middleware.handle_resume,
@@ -212,8 +240,8 @@ class Agent:
                 outcome = Resume(state=outcome)
             execution.state = outcome.state
             execution.tool_decisions = dict(outcome.tool_decisions)
-            return await self.mode.run(execution)
-        keys = ", ".join(sorted(state.interrupt_data)) or "none"
+            return None
+        keys = ", ".join(sorted(state.interrupt_data or {})) or "none"
         raise InvalidResume(f"No middleware handles this interrupt (its keys: {keys})")
 
     def execute_sync(self, state: State | Iterable[Any], **options: Any) -> AgentResult:

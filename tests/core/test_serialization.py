@@ -14,8 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sagents_django.core.display import extract_display_items
 from sagents_django.core.exceptions import SerializationError, StateVersionError
-from sagents_django.core.messages import ContentPart, Message, ToolCall, ToolResult
+from sagents_django.core.messages import (
+    ContentPart,
+    Message,
+    ToolCall,
+    ToolResult,
+    messages_to_openai,
+)
 from sagents_django.core.middleware.base import Middleware, init_middleware
 from sagents_django.core.serialization import (
     CURRENT_VERSION,
@@ -365,17 +372,50 @@ json_ish = st.recursive(
 )
 
 
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.extend(_paths(item, (*path, key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found.extend(_paths(item, (*path, index)))
+    return found
+
+
+@st.composite
+def damaged_states(draw: st.DrawFn) -> Any:
+    """A valid serialized state with a few nodes replaced by junk or removed."""
+    data = json.loads(json.dumps(serialize_state(draw(states))))
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(_paths(data)))
+        if not path:
+            return draw(json_ish)
+        parent = data
+        for step in path[:-1]:
+            parent = parent[step]
+        if isinstance(parent, dict) and draw(st.booleans()):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = draw(json_ish)
+    return data
+
+
 @settings(max_examples=300, deadline=None)
-@given(json_ish)
+@given(st.one_of(json_ish, damaged_states()))
 def test_arbitrary_input_only_ever_raises_serialization_error(data: Any) -> None:
     try:
         state = deserialize_state("a", data)
     except SerializationError:
         return
-    # What loads is usable: it serializes again and reads back the same.
+    # What loads is usable: it serializes again and reads back the same, converts to
+    # the OpenAI format and to display items.
     assert (
         deserialize_state("a", json.loads(json.dumps(serialize_state(state)))) == state
     )
+    json.dumps(messages_to_openai(state.messages))
+    for message in state.messages:
+        json.dumps(extract_display_items(message))
 
 
 @settings(max_examples=100, deadline=None)
