@@ -9,6 +9,7 @@ decisions, a state that waits for decisions passed to ``execute``) raises.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -112,7 +113,9 @@ class Agent:
         for entry in self.middleware:
             entry.middleware.attach(self)
 
-        self.tools: list[Tool] = list(tools)
+        self.base_tools: list[Tool] = list(tools)
+        """The tools given to the agent (``tools`` adds the middleware's)."""
+        self.tools: list[Tool] = list(self.base_tools)
         for entry in self.middleware:
             self.tools.extend(entry.middleware.tools())
         self.tools_by_name: dict[str, Tool] = {}
@@ -181,8 +184,17 @@ class Agent:
         """Run the mode (after offering ``decisions`` to the middleware, when resuming)
         with ``events.emit`` routed to the execution's ``on_agent_event`` handlers."""
 
+        loop = asyncio.get_running_loop()
+        from_threads: list[concurrent.futures.Future[Any]] = []
+
         def on_event(name: str, data: dict[str, Any]) -> Any:
-            return execution.callbacks.fire("on_agent_event", execution, name, data)
+            fired = execution.callbacks.fire("on_agent_event", execution, name, data)
+            if _running_loop() is loop:
+                return fired
+            # A sync tool runs in a worker thread, which has no event loop: the
+            # handlers run on the turn's loop, and the turn waits for them below.
+            from_threads.append(asyncio.run_coroutine_threadsafe(fired, loop))
+            return None
 
         with events.event_handlers(on_event):
             try:
@@ -193,6 +205,11 @@ class Agent:
                 return await self.mode.run(execution)
             finally:
                 await events.drain()
+                if from_threads:
+                    await asyncio.gather(
+                        *(asyncio.wrap_future(f) for f in from_threads),
+                        return_exceptions=True,
+                    )
 
     async def resume(
         self,
@@ -299,18 +316,30 @@ def to_state(value: State | Iterable[Any]) -> State:
     if isinstance(value, (str, bytes)):
         raise TypeError("Pass a State or a list of messages, not a string")
     messages: list[Message] = []
+    pending: list[dict[str, Any]] = []  # consecutive OpenAI dicts convert together
     for item in value:
+        if isinstance(item, dict):
+            pending.append(item)
+            continue
+        if pending:
+            messages.extend(messages_from_openai(pending))
+            pending = []
         if isinstance(item, Message):
             messages.append(item)
         elif isinstance(item, str):
             messages.append(Message.user(item))
-        elif isinstance(item, dict):
-            messages.extend(
-                messages_from_openai([item])
-            )  # {"role": ..., "content": ...}
         else:
             raise TypeError(f"Cannot read a message from {item!r}")
+    if pending:
+        messages.extend(messages_from_openai(pending))
     return State(messages=messages)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _run_sync(coroutine: Any) -> Any:

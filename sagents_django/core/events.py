@@ -61,7 +61,12 @@ def emit(name: str, data: dict[str, Any]) -> None:
     A handler that returns an awaitable is scheduled on the running loop; a handler
     that raises is logged and skipped.
     """
-    for handler in _handlers.get():
+    dispatch(_handlers.get(), name, data)
+
+
+def dispatch(handlers: tuple[Handler, ...], name: str, data: dict[str, Any]) -> None:
+    """Call ``handlers`` as ``emit`` does (for code that forwards events elsewhere)."""
+    for handler in handlers:
         try:
             result = handler(name, data)
             if inspect.isawaitable(result):
@@ -70,6 +75,11 @@ def emit(name: str, data: dict[str, Any]) -> None:
                 task.add_done_callback(_pending.discard)
         except Exception:
             logger.exception("Event handler %r raised for %s", handler, name)
+
+
+def current_handlers() -> tuple[Handler, ...]:
+    """The handlers ``emit`` reaches here (a sub-agent forwards to its parent's)."""
+    return _handlers.get()
 
 
 @contextlib.contextmanager

@@ -214,7 +214,14 @@ async def execute_tools(ex: Execution) -> AgentResult | None:
     await ex.callbacks.fire("on_message_processed", ex, tool_message)
     paused = next((r for r in results if r.is_interrupt), None)
     if paused is not None:
-        data = {**(paused.interrupt_data or {}), "tool_call_id": paused.tool_call_id}
+        # Keys starting with "_" (e.g. a sub-agent's serialized conversation) stay with
+        # the tool result; the state's interrupt_data only refers to it.
+        data = {
+            k: v
+            for k, v in (paused.interrupt_data or {}).items()
+            if not k.startswith("_")
+        }
+        data["tool_call_id"] = paused.tool_call_id
         ex.state = replace(ex.state, interrupt_data=data)
         return ex.result("interrupted", interrupt_data=data)
     return None

@@ -67,7 +67,7 @@ class State:
 
     def demote_interrupts(self, is_restorable: Any) -> State:
         """Turn interrupted tool results that ``is_restorable(data)`` refuses into errors."""
-        changed = False
+        demoted: set[str] = set()
         messages = []
         for message in self.messages:
             if message.role == "tool" and any(
@@ -85,11 +85,16 @@ class State:
                             display_text=result.display_text,
                             is_error=True,
                         )
-                        changed = True
+                        demoted.add(result.tool_call_id)
                     results.append(result)
                 message = replace(message, tool_results=results)
             messages.append(message)
-        return replace(self, messages=messages) if changed else self
+        if not demoted:
+            return self
+        interrupt = self.interrupt_data
+        if interrupt and interrupt.get("tool_call_id") in demoted:
+            interrupt = None  # it pointed at a result that can no longer resume
+        return replace(self, messages=messages, interrupt_data=interrupt)
 
     # Todos ------------------------------------------------------------------------
     def set_todos(self, todos: list[Todo]) -> State:

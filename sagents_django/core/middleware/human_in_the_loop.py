@@ -88,8 +88,8 @@ class HumanInTheLoop(Middleware):
         self, agent: Agent, state: State, resume_data: Any, **options: Any
     ) -> Resume | None:
         data = state.interrupt_data or {}
-        if "action_requests" not in data:
-            return None  # not a HITL interrupt
+        if not is_hitl_interrupt(data):
+            return None  # e.g. a sub-agent's interrupt: its middleware resumes it
         decisions = self.process_decisions(state, resume_data)
         by_call = {
             request["tool_call_id"]: decision
@@ -146,10 +146,15 @@ class HumanInTheLoop(Middleware):
         return checked
 
     def restorable_interrupt(self, interrupt_data: dict[str, Any]) -> bool:
-        return "action_requests" in interrupt_data
+        return is_hitl_interrupt(interrupt_data)
 
     def debug_summary(self) -> dict[str, Any]:
         return {"interrupt_on": self.review_configs}
+
+
+def is_hitl_interrupt(data: dict[str, Any]) -> bool:
+    """HITL's own interrupt data (others, like a sub-agent's, carry a ``type``)."""
+    return "action_requests" in data and data.get("type", "hitl") == "hitl"
 
 
 def _pending_calls(state: State) -> list[ToolCall]:

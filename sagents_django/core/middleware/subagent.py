@@ -1,0 +1,478 @@
+"""SubAgent: the ``task`` tool, which delegates work to a sub-agent.
+
+The parent model calls ``task(instructions, subagent_type, system_prompt?)``; the
+sub-agent runs with a fresh conversation and the parent reads only its final answer.
+``general-purpose`` inherits the parent's tools and middleware (minus SubAgent itself
+and ``block_middleware``); named sub-agents come from ``SubAgentConfig`` or
+``CompiledSubAgent``.
+
+When a sub-agent pauses for approval, the parent's turn ends ``interrupted`` with the
+sub-agent's action requests (each tagged with the sub-agent's name). Unlike Sagents,
+which demotes such pauses after a restart, the sub-agent's conversation travels in the
+interrupt data and this middleware claims it through ``restorable_interrupt``: the
+parent's ``resume`` rebuilds the sub-agent from code and routes the decisions to it,
+for as many rounds as it needs.
+
+A sub-agent's progress (its text, messages and tool calls) is published as
+``subagent_event`` events carrying the sub-agent's name and the parent's task call id,
+so a UI can show it inside the task card; ``show_progress=False`` hides it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .. import events
+from ..exceptions import ConfigurationError, InvalidResume
+from ..messages import ToolResult
+from ..subagents import CompiledSubAgent, SubAgentConfig, SubAgentRun
+from ..tools import Tool, ToolContext
+from .base import Interrupt, Middleware, Resume
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..state import State
+
+GENERAL_PURPOSE = "general-purpose"
+
+GENERAL_PURPOSE_DESCRIPTION = (
+    "A general-purpose agent with the same tools as you, for researching complex "
+    "questions, searching for files and content, and running multi-step tasks."
+)
+
+GENERAL_PURPOSE_PROMPT = (
+    "You are a sub-agent. Complete the task you are given using your tools, then "
+    "reply with a concise, complete final answer: it is the only thing the agent "
+    "that delegated the task will read."
+)
+
+SYSTEM_PROMPT = """## `task` (sub-agents)
+
+You can delegate work to sub-agents with the `task` tool. A sub-agent starts with a
+fresh conversation, works on its own and returns one final answer.
+
+Use it when a task is complex and self-contained, needs many steps or a lot of reading,
+or when several independent tasks can run in parallel (call `task` several times in one
+response). Give complete instructions: the sub-agent sees nothing of this conversation.
+Do not use it for trivial tasks you can do in a step or two."""
+
+
+class SubAgent(Middleware):
+    """Provides the ``task`` tool that runs sub-agents."""
+
+    def __init__(
+        self,
+        *,
+        subagents: Iterable[SubAgentConfig | CompiledSubAgent] = (),
+        model: Any = None,
+        middleware: Iterable[Any] = (),
+        block_middleware: Iterable[type[Middleware] | str] = (),
+        general_purpose: bool = True,
+        show_progress: bool = True,
+        task_description: str | None = None,
+    ) -> None:
+        super().__init__(
+            subagents=list(subagents),
+            model=model,
+            middleware=list(middleware),
+            block_middleware=list(block_middleware),
+            general_purpose=general_purpose,
+            show_progress=show_progress,
+            task_description=task_description,
+        )
+        self.specs: dict[str, SubAgentConfig | CompiledSubAgent] = {}
+        for spec in subagents:
+            if not isinstance(spec, SubAgentConfig | CompiledSubAgent):
+                raise ConfigurationError(
+                    f"subagents takes SubAgentConfig or CompiledSubAgent, not {spec!r}"
+                )
+            if spec.name in self.specs or (
+                spec.name == GENERAL_PURPOSE and general_purpose
+            ):
+                raise ConfigurationError(f"Two sub-agents are named {spec.name!r}")
+            self.specs[spec.name] = spec
+        self.model = model
+        self.extra_middleware = list(middleware)
+        self.blocked = tuple(block_middleware)
+        self.general_purpose = general_purpose
+        self.show_progress = show_progress
+        self.task_description = task_description
+        self.parent: Agent | None = None
+
+    def attach(self, agent: Agent) -> None:
+        self.parent = agent
+
+    # Descriptions -----------------------------------------------------------------
+    def types(self) -> dict[str, str]:
+        found = (
+            {GENERAL_PURPOSE: GENERAL_PURPOSE_DESCRIPTION}
+            if self.general_purpose
+            else {}
+        )
+        found.update({name: spec.description for name, spec in self.specs.items()})
+        return found
+
+    def system_prompt(self) -> str:
+        return SYSTEM_PROMPT
+
+    def tools(self) -> list[Tool]:
+        types = self.types()
+        listing = "\n".join(f"- {name}: {text}" for name, text in types.items())
+        description = self.task_description or (
+            "Launch a sub-agent to carry out a task on its own and return its final "
+            f"answer.\n\nAvailable sub-agent types:\n{listing}"
+        )
+        return [
+            Tool(
+                name="task",
+                description=description,
+                function=self._task,
+                display_text="Delegating to a sub-agent",
+                parameters={
+                    "type": "object",
+                    "properties": {
+                        "instructions": {
+                            "type": "string",
+                            "description": "Everything the sub-agent needs to know.",
+                        },
+                        "subagent_type": {"type": "string", "enum": list(types)},
+                        "system_prompt": {
+                            "type": "string",
+                            "description": "Optional system prompt for general-purpose.",
+                        },
+                    },
+                    "required": ["instructions", "subagent_type"],
+                },
+            )
+        ]
+
+    def debug_summary(self) -> dict[str, Any]:
+        return {
+            "subagents": list(self.types()),
+            "blocked": [str(b) for b in self.blocked],
+        }
+
+    # Running ----------------------------------------------------------------------
+    async def _task(self, args: dict[str, Any], context: ToolContext) -> ToolResult:
+        return await self.start_subagent(
+            context,
+            instructions=args["instructions"],
+            subagent_type=args["subagent_type"],
+            system_prompt=args.get("system_prompt"),
+        )
+
+    async def start_subagent(
+        self,
+        context: ToolContext,
+        *,
+        instructions: str,
+        subagent_type: str,
+        system_prompt: str | None = None,
+    ) -> ToolResult:
+        """Run a sub-agent for a tool call and return the parent's tool result.
+
+        Custom tools may call this (find the middleware with ``find_subagent``) and
+        return its result: an answer, an error, or an interrupt the parent surfaces.
+        """
+        call = context.tool_call
+        call_id = call.call_id if call else "task"
+        name = call.name if call else "task"
+        if subagent_type not in self.types():
+            return ToolResult(
+                tool_call_id=call_id,
+                name=name,
+                is_error=True,
+                content=f"Unknown subagent_type {subagent_type!r}; available: "
+                f"{', '.join(self.types())}.",
+            )
+        run = self._new_run(
+            subagent_type,
+            call_id,
+            instructions=instructions,
+            system_prompt=system_prompt,
+        )
+        with self._progress(subagent_type, call_id) as callbacks:
+            await run.execute(callbacks)
+        return self._outcome(run, call_id, name)
+
+    async def handle_resume(
+        self, agent: Agent, state: State, resume_data: Any, **options: Any
+    ) -> Resume | Interrupt | None:
+        data = state.interrupt_data or {}
+        if data.get("type") != "subagent":
+            return None
+        call_id = data.get("tool_call_id")
+        paused = _interrupted_result(state, call_id)
+        if paused is None or "_run" not in (paused.interrupt_data or {}):
+            raise InvalidResume(
+                f"The paused sub-agent call {call_id!r} is no longer in the conversation"
+            )
+        run_data = paused.interrupt_data["_run"]  # type: ignore[index]
+        subagent_type = str(run_data.get("subagent_type"))
+        if subagent_type not in self.types():
+            raise InvalidResume(f"Sub-agent type {subagent_type!r} is not configured")
+        agent_for_run = self._build_agent(subagent_type, str(run_data["id"]))
+        run = SubAgentRun.load(
+            run_data, agent_for_run, **self._run_options(subagent_type)
+        )
+        with self._progress(subagent_type, call_id) as callbacks:
+            await run.resume(
+                resume_data, callbacks
+            )  # InvalidResume leaves all as it was
+        result = self._outcome(run, call_id, paused.name)
+        state = replace(state.replace_tool_result(call_id, result), interrupt_data=None)
+        if not result.is_interrupt:
+            events.emit(
+                "tool_execution_update",
+                {
+                    "status": "completed",
+                    "call_id": call_id,
+                    "name": paused.name,
+                    "result": result.text,
+                },
+            )
+        pending = result if result.is_interrupt else _next_interrupted(state)
+        if pending is not None:
+            data = _public(pending.interrupt_data or {})
+            data["tool_call_id"] = pending.tool_call_id
+            return Interrupt(state=state, data=data)
+        return Resume(state=state)
+
+    def restorable_interrupt(self, interrupt_data: dict[str, Any]) -> bool:
+        run = interrupt_data.get("_run")
+        return (
+            interrupt_data.get("type") == "subagent"
+            and isinstance(run, dict)
+            and run.get("subagent_type") in self.types()
+        )
+
+    # Building ---------------------------------------------------------------------
+    def _new_run(
+        self,
+        subagent_type: str,
+        call_id: str,
+        *,
+        instructions: str,
+        system_prompt: str | None,
+    ) -> SubAgentRun:
+        run_id = _agent_id(self._parent().agent_id, call_id)
+        spec = self.specs.get(subagent_type)
+        agent = self._build_agent(subagent_type, run_id, system_prompt=system_prompt)
+        initial = spec.initial_messages if isinstance(spec, CompiledSubAgent) else []
+        return SubAgentRun.start(
+            id=run_id,
+            subagent_type=subagent_type,
+            agent=agent,
+            instructions=instructions,
+            initial_messages=initial,
+            **self._run_options(subagent_type),
+        )
+
+    def _run_options(self, subagent_type: str) -> dict[str, Any]:
+        spec = self.specs.get(subagent_type)
+        options: dict[str, Any] = {"parent_agent_id": self._parent().agent_id}
+        if spec is not None:
+            options["until_tool"] = spec.until_tool
+            if isinstance(spec, CompiledSubAgent):
+                options["extract"] = spec.extract_result
+        return options
+
+    def _build_agent(
+        self, subagent_type: str, agent_id: str, *, system_prompt: str | None = None
+    ) -> Agent:
+        from ..agent import Agent
+
+        parent = self._parent()
+        spec = self.specs.get(subagent_type)
+        if isinstance(spec, CompiledSubAgent):
+            return spec.agent
+        common: dict[str, Any] = {
+            "agent_id": agent_id,
+            "fallback_models": parent.fallback_models,
+            "tool_context": parent.tool_context,
+            "async_tool_timeout": parent.async_tool_timeout,
+            "filesystem_scope": parent.filesystem_scope or ("agent", parent.agent_id),
+            "replace_default_middleware": True,
+        }
+        if spec is None:  # general-purpose: the parent's tools and middleware
+            inherited = [
+                entry.to_raw_spec()
+                for entry in parent.middleware
+                if not isinstance(entry.middleware, SubAgent)
+                and not self._is_blocked(entry.cls)
+            ]
+            return Agent(
+                model=self.model or parent.model,
+                base_system_prompt=system_prompt or GENERAL_PURPOSE_PROMPT,
+                tools=parent.base_tools,
+                middleware=[*inherited, *self.extra_middleware],
+                **common,
+            )
+        return Agent(
+            model=spec.model or self.model or parent.model,
+            base_system_prompt=spec.system_prompt,
+            tools=spec.tools,
+            middleware=[*self.extra_middleware, *spec.middleware],
+            interrupt_on=spec.interrupt_on,
+            **common,
+        )
+
+    def _is_blocked(self, cls: type) -> bool:
+        for blocked in self.blocked:
+            if blocked is cls or blocked == f"{cls.__module__}.{cls.__qualname__}":
+                return True
+        return False
+
+    def _parent(self) -> Agent:
+        if self.parent is None:
+            raise ConfigurationError("SubAgent middleware is not attached to an agent")
+        return self.parent
+
+    def _outcome(self, run: SubAgentRun, call_id: str, name: str) -> ToolResult:
+        label = f"Sub-agent {run.subagent_type}"
+        if run.status == "completed":
+            return ToolResult(
+                tool_call_id=call_id,
+                name=name,
+                content=run.extract_result(),
+                display_text=label,
+            )
+        if run.status == "interrupted":
+            inner = run.interrupt_data or {}
+            asking = ", ".join(
+                r.get("tool_name", "?") for r in inner.get("action_requests", [])
+            )
+            data: dict[str, Any] = {
+                **{k: v for k, v in inner.items() if k not in ("type", "tool_call_id")},
+                "type": "subagent",
+                "subagent": run.subagent_type,
+                "subagent_type": run.subagent_type,
+                "subagent_id": run.id,
+                "_run": run.dump(),
+            }
+            if "action_requests" in inner:
+                data["action_requests"] = [
+                    {**r, "subagent": run.subagent_type}
+                    for r in inner["action_requests"]
+                ]
+            return ToolResult(
+                tool_call_id=call_id,
+                name=name,
+                is_interrupt=True,
+                interrupt_data=data,
+                display_text=label,
+                content=f"Sub-agent {run.subagent_type!r} is waiting for approval"
+                + (f" to call {asking}." if asking else "."),
+            )
+        return ToolResult(
+            tool_call_id=call_id,
+            name=name,
+            is_error=True,
+            display_text=label,
+            content=f"Sub-agent {run.subagent_type!r} failed: {run.error}",
+        )
+
+    def _progress(self, subagent_type: str, call_id: str) -> Any:
+        return _ProgressScope(self, subagent_type, call_id)
+
+
+class _ProgressScope:
+    """Routes a sub-agent's events to the parent's handlers, tagged (or drops them)."""
+
+    def __init__(self, middleware: SubAgent, subagent_type: str, call_id: str) -> None:
+        spec = middleware.specs.get(subagent_type)
+        self.visible = middleware.show_progress and (spec is None or spec.show_progress)
+        self.tag = {"subagent": subagent_type, "task_call_id": call_id}
+        self.parent_handlers = events.current_handlers()
+        self._scope: Any = None
+
+    def _forward(self, name: str, data: dict[str, Any]) -> None:
+        payload = {**self.tag, "event": name, "data": data}
+        events.dispatch(self.parent_handlers, "subagent_event", payload)
+
+    def __enter__(self) -> list[dict[str, Any]]:
+        handlers = (self._forward,) if self.visible else ()
+        self._scope = events.isolated_events(*handlers)
+        self._scope.__enter__()
+        return [_progress_callbacks()] if self.visible else []
+
+    def __exit__(self, *exc: Any) -> None:
+        self._scope.__exit__(*exc)
+
+
+def _progress_callbacks() -> dict[str, Any]:
+    emit = events.emit
+
+    def started(ex: Any, call: Any, tool: Any) -> None:
+        emit(
+            "tool_execution_update",
+            {
+                "status": "executing",
+                "call_id": call.call_id,
+                "name": call.name,
+                "arguments": call.arguments,
+                "display_text": getattr(tool, "display_text", None),
+            },
+        )
+
+    def finished(ex: Any, call: Any, result: ToolResult) -> None:
+        status = "failed" if result.is_error else "completed"
+        key = "error" if result.is_error else "result"
+        emit(
+            "tool_execution_update",
+            {
+                "status": status,
+                "call_id": call.call_id,
+                "name": call.name,
+                key: result.text,
+            },
+        )
+
+    return {
+        "on_llm_new_delta": lambda ex, deltas: emit(
+            "llm_deltas", {"deltas": [d.to_dict() for d in deltas]}
+        ),
+        "on_llm_new_message": lambda ex, message: emit(
+            "llm_message", {"message": message.to_dict()}
+        ),
+        "on_tool_execution_started": started,
+        "on_tool_execution_completed": finished,
+        "on_tool_execution_failed": finished,
+    }
+
+
+def find_subagent(context: ToolContext) -> SubAgent:
+    """The SubAgent middleware of the agent running ``context`` (for custom tools)."""
+    agent = getattr(context.execution, "agent", None)
+    for entry in getattr(agent, "middleware", ()):
+        if isinstance(entry.middleware, SubAgent):
+            return entry.middleware
+    raise ConfigurationError("This agent has no SubAgent middleware")
+
+
+def _agent_id(parent_id: str | None, call_id: str) -> str:
+    # Channel-layer group names allow only [A-Za-z0-9._-]: keep ids inside that set.
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{parent_id}.sub.{call_id}")[:90]
+
+
+def _public(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if not k.startswith("_")}
+
+
+def _interrupted_result(state: State, call_id: Any) -> ToolResult | None:
+    for message in reversed(state.messages):
+        if message.role == "tool":
+            for result in message.tool_results:
+                if result.tool_call_id == call_id and result.is_interrupt:
+                    return result
+    return None
+
+
+def _next_interrupted(state: State) -> ToolResult | None:
+    last = state.messages[-1] if state.messages else None
+    if last is not None and last.role == "tool":
+        return next((r for r in last.tool_results if r.is_interrupt), None)
+    return None

@@ -1,0 +1,154 @@
+"""Sub-agents: configurations and the run of one delegated task.
+
+Sagents keeps a sub-agent in a process that holds its chain between pause and resume.
+Here a sub-agent runs inside its parent's turn, and what it holds between pause and
+resume is data: its ``State``. When a sub-agent pauses for approval, its conversation is
+serialized into the parent's interrupt, so the approval survives a restart of every
+process; the agent itself is rebuilt from code (its config) on resume.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from .messages import Message
+from .serialization import deserialize_server_state, serialize_server_state
+from .state import State
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .modes import AgentResult
+    from .tools import Tool
+
+SubAgentStatus = Literal["idle", "running", "interrupted", "completed", "error"]
+
+
+@dataclass(kw_only=True)
+class SubAgentConfig:
+    """A sub-agent built on demand from configuration."""
+
+    name: str
+    """The ``subagent_type`` the model passes to the task tool."""
+    description: str
+    """Tells the parent model when to delegate to this sub-agent."""
+    system_prompt: str = ""
+    tools: list[Tool] = field(default_factory=list)
+    middleware: list[Any] = field(default_factory=list)
+    """Its own middleware (the parent's ``block_middleware`` does not apply)."""
+    model: Any = None
+    """A model string or ChatModel; None uses the parent's model."""
+    interrupt_on: dict[str, Any] | None = None
+    until_tool: str | list[str] | None = None
+    show_progress: bool = True
+    """Publish its text and tool calls as ``subagent_event`` events."""
+
+
+@dataclass(kw_only=True)
+class CompiledSubAgent:
+    """A sub-agent around a pre-built Agent."""
+
+    name: str
+    description: str
+    agent: Agent
+    extract_result: Callable[[State], str] | None = None
+    initial_messages: list[Message] = field(default_factory=list)
+    until_tool: str | list[str] | None = None
+    show_progress: bool = True
+
+
+@dataclass(kw_only=True, eq=False)
+class SubAgentRun:
+    """One delegated task: the sub-agent, its conversation and how it ended."""
+
+    id: str
+    subagent_type: str
+    agent: Agent
+    state: State
+    parent_agent_id: str | None = None
+    until_tool: str | list[str] | None = None
+    extract: Callable[[State], str] | None = None
+    status: SubAgentStatus = "idle"
+    interrupt_data: dict[str, Any] | None = None
+    error: str | None = None
+    result: AgentResult | None = None
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        id: str,
+        subagent_type: str,
+        agent: Agent,
+        instructions: str,
+        initial_messages: Iterable[Message] = (),
+        **options: Any,
+    ) -> SubAgentRun:
+        state = State(messages=[*initial_messages, Message.user(instructions)])
+        return cls(
+            id=id, subagent_type=subagent_type, agent=agent, state=state, **options
+        )
+
+    async def execute(self, callbacks: Iterable[Mapping[str, Any]] = ()) -> SubAgentRun:
+        self.status = "running"
+        result = await self.agent.execute(
+            self.state, callbacks=callbacks, until_tool=self.until_tool
+        )
+        return self._settle(result)
+
+    async def resume(
+        self, decisions: Any, callbacks: Iterable[Mapping[str, Any]] = ()
+    ) -> SubAgentRun:
+        """Continue after a pause; ``InvalidResume`` leaves this run untouched."""
+        result = await self.agent.resume(
+            self.state, decisions, callbacks=callbacks, until_tool=self.until_tool
+        )
+        return self._settle(result)
+
+    def _settle(self, result: AgentResult) -> SubAgentRun:
+        self.result = result
+        self.state = result.state
+        self.interrupt_data = result.interrupt_data
+        self.error = result.error
+        self.status = {
+            "completed": "completed",
+            "interrupted": "interrupted",
+        }.get(result.status, "error")  # type: ignore[assignment]
+        if result.status == "cancelled":
+            self.error = "The sub-agent was cancelled"
+        return self
+
+    def extract_result(self) -> str:
+        """The final answer the parent reads (never the sub-agent's inner work)."""
+        if self.extract is not None:
+            return self.extract(self.state)
+        if self.result is not None and self.result.tool_result is not None:
+            return self.result.tool_result.text
+        for message in reversed(self.state.messages):
+            if message.role == "assistant" and message.text:
+                return message.text
+        return ""
+
+    # Serialization: the pause travels inside the parent's interrupt data ---------
+    def dump(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "subagent_type": self.subagent_type,
+            "state": serialize_server_state(self.agent, self.state),
+        }
+
+    @classmethod
+    def load(cls, data: Mapping[str, Any], agent: Agent, **options: Any) -> SubAgentRun:
+        state = deserialize_server_state(
+            agent.agent_id, data["state"], middleware=agent.middleware
+        )
+        return cls(
+            id=str(data["id"]),
+            subagent_type=str(data["subagent_type"]),
+            agent=agent,
+            state=state,
+            status="interrupted",
+            interrupt_data=state.interrupt_data,
+            **options,
+        )
