@@ -1,1 +1,237 @@
-"""The app's models (Conversation, AgentState, DisplayMessage, AgentRun) live here."""
+"""Conversations in two views, their runs, and the agents' stored files.
+
+A conversation is stored twice: ``AgentState`` holds the state the model works on (one
+JSON document, replaced as the agent goes), ``DisplayMessage`` holds what people see
+(one row per displayable item, appended and never rewritten by summarization).
+
+The conversation model is swappable, as ``AUTH_USER_MODEL`` is: a site whose
+conversations belong to a team or an organization generates its own concrete model
+from ``AbstractConversation`` (``manage.py sagents_setup --owner-type team``) and points
+``SAGENTS_DJANGO_CONVERSATION_MODEL`` at it before its first migrate. The other models refer to
+whichever conversation model is active.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import swapper
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+MESSAGE_TYPES = ("user", "assistant", "tool", "system")
+CONTENT_TYPES = (
+    "text",
+    "thinking",
+    "image",
+    "file",
+    "tool_call",
+    "tool_result",
+    "error",
+)
+DISPLAY_STATUSES = (
+    "pending",
+    "executing",
+    "completed",
+    "failed",
+    "interrupted",
+    "cancelled",
+)
+RUN_STATUSES = ("queued", "running", "completed", "interrupted", "cancelled", "error")
+ACTIVE_RUN_STATUSES = ("queued", "running")
+
+
+CONVERSATION_MODEL = swapper.get_model_name("sagents_django", "Conversation")
+"""The active conversation model, as "app_label.ModelName"."""
+
+
+def _choices(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(v, v.replace("_", " ")) for v in values]
+
+
+class AbstractConversation(models.Model):
+    """A conversation; subclasses add the owner foreign key named by ``OWNER_FIELD``."""
+
+    OWNER_FIELD: str | None = None
+    """The foreign key scopes filter on (None: conversations have no owner)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    title = models.CharField(max_length=255, blank=True, default="")
+    version = models.PositiveIntegerField(default=1)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    class Meta:
+        abstract = True
+        ordering = ("-updated_at",)
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+    @property
+    def agent_id(self) -> str:
+        """The agent id of this conversation (also its channel-layer group name)."""
+        return f"conversation-{self.pk}"
+
+
+class Conversation(AbstractConversation):
+    """The default conversation, owned by a user."""
+
+    OWNER_FIELD = "user"
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="sagents_conversations",
+    )
+
+    class Meta(AbstractConversation.Meta):
+        swappable = swapper.swappable_setting("sagents_django", "Conversation")
+        db_table = "sagents_conversations"
+        indexes = [
+            models.Index(
+                fields=["user", "-updated_at"], name="sagents_conv_owner_recent"
+            )
+        ]
+
+
+class AgentState(models.Model):
+    """The serialized agent state of one conversation (``StateSerializer`` envelope)."""
+
+    conversation = models.OneToOneField(
+        CONVERSATION_MODEL,
+        on_delete=models.CASCADE,
+        related_name="agent_state",
+    )
+    state_data = models.JSONField(default=dict)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "sagents_agent_states"
+
+    def __str__(self) -> str:
+        return f"State of {self.conversation_id}"
+
+
+class DisplayMessage(models.Model):
+    """One displayable item: a text, a thinking block, a tool call or its result."""
+
+    id = models.BigAutoField(primary_key=True)
+    conversation = models.ForeignKey(
+        CONVERSATION_MODEL,
+        on_delete=models.CASCADE,
+        related_name="display_messages",
+    )
+    message_type = models.CharField(max_length=16, choices=_choices(MESSAGE_TYPES))
+    content_type = models.CharField(max_length=16, choices=_choices(CONTENT_TYPES))
+    content = models.JSONField(default=dict)
+    sequence = models.PositiveIntegerField(default=0)
+    """Order among the items of one message (inserted together)."""
+    status = models.CharField(
+        max_length=16, choices=_choices(DISPLAY_STATUSES), default="completed"
+    )
+    tool_call_id = models.CharField(
+        max_length=255, blank=True, default="", db_index=True
+    )
+    """For tool calls and results: the call id, so lifecycle updates find the row."""
+    metadata = models.JSONField(default=dict, blank=True)
+    inserted_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "sagents_display_messages"
+        ordering = ("inserted_at", "sequence", "id")
+        indexes = [
+            # "latest N of a conversation" and cursor pagination both walk this index.
+            models.Index(
+                fields=["conversation", "inserted_at", "sequence", "id"],
+                name="sagents_dm_conv_order",
+            ),
+            models.Index(
+                fields=["conversation", "tool_call_id"], name="sagents_dm_conv_call"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.message_type} {self.content_type} #{self.pk}"
+
+
+class AgentRun(models.Model):
+    """One turn of an agent: who asked, how it went, what it cost."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        CONVERSATION_MODEL,
+        on_delete=models.CASCADE,
+        related_name="runs",
+    )
+    status = models.CharField(
+        max_length=16, choices=_choices(RUN_STATUSES), default="queued"
+    )
+    trigger = models.CharField(max_length=32, default="message")
+    """What started the run: message, resume, retry, recovery..."""
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=255, blank=True, default="")
+    attempts = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True, default="")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        db_table = "sagents_agent_runs"
+        ordering = ("-created_at",)
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status__in=ACTIVE_RUN_STATUSES),
+                name="sagents_one_active_run_per_conversation",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_RUN_STATUSES
+
+
+class StoredFile(models.Model):
+    """A file of an agent filesystem, kept by the database backend.
+
+    Files belong to a filesystem scope (e.g. ``("user", 42)``), not to a conversation,
+    so several conversations can share them.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    scope_kind = models.CharField(max_length=64)
+    scope_id = models.CharField(max_length=255)
+    path = models.CharField(max_length=1024)
+    content = models.TextField(blank=True, default="")
+    size = models.PositiveBigIntegerField(default=0)
+    mime_type = models.CharField(max_length=255, blank=True, default="")
+    custom_metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "sagents_stored_files"
+        ordering = ("scope_kind", "scope_id", "path")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scope_kind", "scope_id", "path"],
+                name="sagents_file_unique_path",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope_kind}:{self.scope_id}{self.path}"
