@@ -5,13 +5,52 @@ from __future__ import annotations
 import pytest
 
 from sagents_django.core import ChatModel, Tool
-from tests.fakes.openai_server import FakeOpenAIServer
+from tests.fakes.openai_server import FakeOpenAIServer, reply
+
+
+@pytest.fixture(scope="session", autouse=True)
+def litellm_imported() -> None:
+    """Import litellm once up front (4-5 s), so no test's timeout pays for it."""
+    from sagents_django.core.transports import import_litellm
+
+    import_litellm()
 
 
 @pytest.fixture(params=["litellm", "openai"])
 def transport(request: pytest.FixtureRequest) -> str:
     """Every chain test runs through litellm and through the lean httpx path."""
+    if request.param == "litellm":
+        request.getfixturevalue("litellm_warmed")
     return request.param
+
+
+@pytest.fixture(scope="session")
+def litellm_warmed() -> None:
+    """Import litellm and make one call before the first litellm test of a process.
+
+    The first call imports litellm and sets up its handlers, blocking the event loop
+    for seconds on a busy machine: inside a test's 1-second idle timeout that reads
+    as a stalled stream on every retry.
+    """
+    import asyncio
+
+    from sagents_django.core.transports import import_litellm
+
+    litellm = import_litellm()
+
+    async def one_call(server: FakeOpenAIServer) -> None:
+        response = await litellm.acompletion(
+            model=server.model,
+            messages=[{"role": "user", "content": "warm up"}],
+            stream=True,
+            **server.model_params,
+        )
+        async for _chunk in response:
+            pass
+
+    with FakeOpenAIServer() as server:
+        server.script(reply("warm"))
+        asyncio.run(one_call(server))
 
 
 @pytest.fixture
@@ -23,7 +62,9 @@ def model_for(server: FakeOpenAIServer, transport: str, **options: object) -> Ch
     defaults: dict[str, object] = {
         "max_retries": 2,
         "retry_delay": 0.01,
-        "stream_idle_timeout": 1.0,
+        # Generous: on a busy machine litellm's own per-call work can block the loop
+        # for over a second. Tests of stalls pass their own, shorter timeout.
+        "stream_idle_timeout": 10.0,
         "request_timeout": 5.0,
     }
     defaults.update(options)

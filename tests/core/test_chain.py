@@ -250,7 +250,7 @@ async def test_a_failing_primary_gives_way_to_the_fallback_model(fake_llm, trans
 async def test_a_stream_that_breaks_midway_ends_the_turn_as_a_visible_error_with_the_partial_text(
     fake_llm, transport, broken
 ):
-    model = model_for(fake_llm, transport, stream_idle_timeout=0.5)
+    model = model_for(fake_llm, transport, stream_idle_timeout=1.0)
     fake_llm.script(broken(), reply("should never be requested"))
     errors = []
     result = await Agent(model=model).execute(
