@@ -9,7 +9,6 @@ decisions, a state that waits for decisions passed to ``execute``) raises.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -184,17 +183,8 @@ class Agent:
         """Run the mode (after offering ``decisions`` to the middleware, when resuming)
         with ``events.emit`` routed to the execution's ``on_agent_event`` handlers."""
 
-        loop = asyncio.get_running_loop()
-        from_threads: list[concurrent.futures.Future[Any]] = []
-
         def on_event(name: str, data: dict[str, Any]) -> Any:
-            fired = execution.callbacks.fire("on_agent_event", execution, name, data)
-            if _running_loop() is loop:
-                return fired
-            # A sync tool runs in a worker thread, which has no event loop: the
-            # handlers run on the turn's loop, and the turn waits for them below.
-            from_threads.append(asyncio.run_coroutine_threadsafe(fired, loop))
-            return None
+            return execution.callbacks.fire("on_agent_event", execution, name, data)
 
         with events.event_handlers(on_event):
             try:
@@ -205,11 +195,6 @@ class Agent:
                 return await self.mode.run(execution)
             finally:
                 await events.drain()
-                if from_threads:
-                    await asyncio.gather(
-                        *(asyncio.wrap_future(f) for f in from_threads),
-                        return_exceptions=True,
-                    )
 
     async def resume(
         self,
@@ -333,13 +318,6 @@ def to_state(value: State | Iterable[Any]) -> State:
     if pending:
         messages.extend(messages_from_openai(pending))
     return State(messages=messages)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 def _run_sync(coroutine: Any) -> Any:

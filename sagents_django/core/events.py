@@ -12,10 +12,13 @@ hooks need no extra argument). Outside an execution ``emit`` does nothing.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import inspect
 import logging
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -48,36 +51,64 @@ EVENTS: dict[str, str] = {
 }
 
 Handler = Callable[[str, dict[str, Any]], Any]
+# A handler is remembered with the loop that registered it: sync tools run in worker
+# threads (with no loop), and what their events schedule must run on the turn's loop.
+Bound = tuple[Handler, "asyncio.AbstractEventLoop | None"]
 
-_handlers: contextvars.ContextVar[tuple[Handler, ...]] = contextvars.ContextVar(
+_handlers: contextvars.ContextVar[tuple[Bound, ...]] = contextvars.ContextVar(
     "sagents_event_handlers", default=()
 )
-_pending: set[asyncio.Task[Any]] = set()
+_pending: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, set[Any]] = (
+    weakref.WeakKeyDictionary()
+)
+_lock = threading.Lock()
 
 
 def emit(name: str, data: dict[str, Any]) -> None:
-    """Announce an event to the running execution's handlers (sync-safe).
+    """Announce an event to the running execution's handlers (thread-safe).
 
-    A handler that returns an awaitable is scheduled on the running loop; a handler
-    that raises is logged and skipped.
+    A handler that returns an awaitable has it scheduled on the loop the handler was
+    registered from; a handler that raises is logged and skipped.
     """
     dispatch(_handlers.get(), name, data)
 
 
-def dispatch(handlers: tuple[Handler, ...], name: str, data: dict[str, Any]) -> None:
+def dispatch(handlers: tuple[Bound, ...], name: str, data: dict[str, Any]) -> None:
     """Call ``handlers`` as ``emit`` does (for code that forwards events elsewhere)."""
-    for handler in handlers:
+    for handler, loop in handlers:
         try:
             result = handler(name, data)
             if inspect.isawaitable(result):
-                task = asyncio.ensure_future(result)
-                _pending.add(task)
-                task.add_done_callback(_pending.discard)
+                _schedule(result, loop)
         except Exception:
             logger.exception("Event handler %r raised for %s", handler, name)
 
 
-def current_handlers() -> tuple[Handler, ...]:
+def _schedule(awaitable: Any, loop: asyncio.AbstractEventLoop | None) -> None:
+    running = _running_loop()
+    if running is not None and (loop is None or loop is running):
+        future: Any = asyncio.ensure_future(awaitable)
+        target = running
+    elif loop is not None and not loop.is_closed():
+        future = asyncio.run_coroutine_threadsafe(awaitable, loop)
+        target = loop
+    else:
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()
+        logger.warning("An event handler's coroutine had no loop to run on")
+        return
+    with _lock:
+        pending = _pending.setdefault(target, set())
+        pending.add(future)
+    future.add_done_callback(lambda f: _forget(target, f))
+
+
+def _forget(loop: asyncio.AbstractEventLoop, future: Any) -> None:
+    with _lock:
+        _pending.get(loop, set()).discard(future)
+
+
+def current_handlers() -> tuple[Bound, ...]:
     """The handlers ``emit`` reaches here (a sub-agent forwards to its parent's)."""
     return _handlers.get()
 
@@ -85,7 +116,8 @@ def current_handlers() -> tuple[Handler, ...]:
 @contextlib.contextmanager
 def event_handlers(*handlers: Handler) -> Iterator[None]:
     """Route ``emit`` to ``handlers`` (added to any outer ones) inside the block."""
-    token = _handlers.set((*_handlers.get(), *handlers))
+    loop = _running_loop()
+    token = _handlers.set((*_handlers.get(), *((h, loop) for h in handlers)))
     try:
         yield
     finally:
@@ -95,7 +127,8 @@ def event_handlers(*handlers: Handler) -> Iterator[None]:
 @contextlib.contextmanager
 def isolated_events(*handlers: Handler) -> Iterator[None]:
     """Route ``emit`` to ``handlers`` only (a sub-agent re-tags its events)."""
-    token = _handlers.set(tuple(handlers))
+    loop = _running_loop()
+    token = _handlers.set(tuple((h, loop) for h in handlers))
     try:
         yield
     finally:
@@ -103,6 +136,28 @@ def isolated_events(*handlers: Handler) -> Iterator[None]:
 
 
 async def drain() -> None:
-    """Wait for event handlers scheduled by ``emit`` (called at the end of a turn)."""
-    while _pending:
-        await asyncio.gather(*list(_pending), return_exceptions=True)
+    """Wait for what ``emit`` scheduled on this loop (called at the end of a turn)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        with _lock:
+            pending = list(_pending.get(loop, ()))
+        if not pending:
+            return
+        await asyncio.gather(
+            *(
+                asyncio.wrap_future(f)
+                if isinstance(f, concurrent.futures.Future)
+                else f
+                for f in pending
+            ),
+            return_exceptions=True,
+        )
+        with _lock:
+            _pending.get(loop, set()).difference_update(pending)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

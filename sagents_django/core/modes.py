@@ -329,12 +329,15 @@ async def _run_call(ex: Execution, call: ToolCall) -> ToolResult:
     decision = ex.tool_decisions.get(call.call_id)
     tool = ex.agent.tools_by_name.get(call.name)
     if decision and decision.get("type") == "reject":
+        # An error, as LangChain marks rejections: the call did not happen, and an
+        # until_tool target that was rejected must not count as called.
         result = ToolResult(
             tool_call_id=call.call_id,
             name=call.name,
             content=REJECTED_TEXT.format(name=call.name),
+            is_error=True,
         )
-        await ex.callbacks.fire("on_tool_execution_completed", ex, call, result)
+        await ex.callbacks.fire("on_tool_execution_failed", ex, call, result)
         return result
     await ex.callbacks.fire("on_tool_execution_started", ex, call, tool)
     context = ToolContext(

@@ -18,9 +18,11 @@ unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set, which ``import_litellm`` ensures
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
+import sys
 import threading
 import weakref
 from collections.abc import AsyncIterator
@@ -31,8 +33,6 @@ from .exceptions import LLMError, StreamError
 from .messages import MessageDelta, StopReason, TokenUsage, ToolCallDelta
 
 if TYPE_CHECKING:
-    import asyncio
-
     import httpx
 
     from .llm import ChatModel, ModelRequest
@@ -67,10 +67,12 @@ class ResponseInfo:
 
 
 _litellm_lock = threading.Lock()
+_demo_registered = False
 
 
 def import_litellm() -> Any:
     """Import litellm offline-safe, with the demo provider registered."""
+    global _demo_registered
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     with _litellm_lock:
@@ -79,6 +81,7 @@ def import_litellm() -> Any:
         from .providers.demo import register_demo_provider
 
         register_demo_provider()
+        _demo_registered = True
     return litellm
 
 
@@ -92,7 +95,13 @@ class LiteLLMTransport:
     async def stream(
         self, model: ChatModel, request: ModelRequest
     ) -> AsyncIterator[Any]:
-        litellm = import_litellm()
+        # The first import takes seconds: never block the loop (and the other
+        # conversations it serves) for it.
+        litellm = (
+            sys.modules["litellm"]
+            if _demo_registered
+            else await asyncio.to_thread(import_litellm)
+        )
         kwargs: dict[str, Any] = {
             "model": request.model_name,
             "messages": request.messages,
@@ -183,8 +192,6 @@ class OpenAITransport:
         self._clients = weakref.WeakKeyDictionary()
 
     def _client(self) -> httpx.AsyncClient:
-        import asyncio
-
         import httpx
 
         loop = asyncio.get_running_loop()
