@@ -9,6 +9,7 @@ from __future__ import annotations
 from .agent import Agent, build_default_middleware, to_state
 from .callbacks import CALLBACK_KEYS, Callbacks
 from .display import extract_display_items
+from .events import EVENTS, emit
 from .exceptions import (
     ConfigurationError,
     InvalidResume,
@@ -18,6 +19,17 @@ from .exceptions import (
     SerializationError,
     StateVersionError,
     StreamError,
+)
+from .filesystem import (
+    DiskPersistence,
+    FileEntry,
+    FileMetadata,
+    FileSystemConfig,
+    FileSystemError,
+    FileSystemState,
+    MemoryPersistence,
+    Persistence,
+    get_filesystem,
 )
 from .llm import ChatModel, ModelRequest
 from .messages import (
@@ -32,34 +44,65 @@ from .messages import (
     messages_to_openai,
 )
 from .middleware.base import Interrupt, Middleware, MiddlewareEntry, Resume
+from .middleware.conversation_title import ConversationTitle
+from .middleware.filesystem import FileSystem
 from .middleware.human_in_the_loop import HumanInTheLoop
+from .middleware.patch_tool_calls import PatchToolCalls, patch_dangling_tool_calls
+from .middleware.subagent import SubAgent
+from .middleware.summarization import Summarization
+from .middleware.todo_list import TodoList
 from .modes import AgentExecution, AgentResult, Execution
+from .preprocessing import (
+    MentionExpander,
+    MessagePreprocessor,
+    PreprocessContext,
+    apreprocess,
+    preprocess,
+)
 from .serialization import StateSerializer
 from .shortcuts import execute, execute_async, new
 from .state import State, merge_states
+from .subagents import CompiledSubAgent, SubAgentConfig
 from .todo import Todo
+from .tokens import count_tokens
 from .tools import Tool, ToolContext, tool
 
 __all__ = [
     "CALLBACK_KEYS",
+    "EVENTS",
     "Agent",
     "AgentExecution",
     "AgentResult",
     "Callbacks",
     "ChatModel",
+    "CompiledSubAgent",
     "ConfigurationError",
     "ContentPart",
+    "ConversationTitle",
+    "DiskPersistence",
     "Execution",
+    "FileEntry",
+    "FileMetadata",
+    "FileSystem",
+    "FileSystemConfig",
+    "FileSystemError",
+    "FileSystemState",
     "HumanInTheLoop",
     "Interrupt",
     "InvalidResume",
     "LLMError",
+    "MemoryPersistence",
+    "MentionExpander",
     "Message",
     "MessageDelta",
+    "MessagePreprocessor",
     "Middleware",
     "MiddlewareEntry",
     "MiddlewareError",
     "ModelRequest",
+    "PatchToolCalls",
+    "Persistence",
+    "PreprocessContext",
     "Resume",
     "SagentsError",
     "SerializationError",
@@ -67,21 +110,31 @@ __all__ = [
     "StateSerializer",
     "StateVersionError",
     "StreamError",
+    "SubAgent",
+    "SubAgentConfig",
+    "Summarization",
     "Todo",
+    "TodoList",
     "TokenUsage",
     "Tool",
     "ToolCall",
     "ToolCallDelta",
     "ToolContext",
     "ToolResult",
+    "apreprocess",
     "build_default_middleware",
+    "count_tokens",
+    "emit",
     "execute",
     "execute_async",
     "extract_display_items",
+    "get_filesystem",
     "merge_states",
     "messages_from_openai",
     "messages_to_openai",
     "new",
+    "patch_dangling_tool_calls",
+    "preprocess",
     "to_state",
     "tool",
 ]

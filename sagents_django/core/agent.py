@@ -39,13 +39,26 @@ def build_default_middleware(
     summarization_opts: Mapping[str, Any] | None = None,
     interrupt_on: Mapping[str, Any] | None = None,
 ) -> list[Any]:
-    """The default stack: TodoList, FileSystem, SubAgent, Summarization,
+    """The default stack, in order: TodoList, FileSystem, SubAgent, Summarization,
     PatchToolCalls, then HumanInTheLoop when ``interrupt_on`` names a tool.
 
-    The built-in middleware other than HumanInTheLoop are not ported yet; until they
-    are, the default stack holds only what exists.
+    ``model`` and ``agent_id`` are accepted for parity with Sagents; the middleware
+    read both from the agent they are attached to.
     """
-    return maybe_append([], dict(interrupt_on) if interrupt_on else None)
+    from .middleware.filesystem import FileSystem
+    from .middleware.patch_tool_calls import PatchToolCalls
+    from .middleware.subagent import SubAgent
+    from .middleware.summarization import Summarization
+    from .middleware.todo_list import TodoList
+
+    stack: list[Any] = [
+        (TodoList, dict(todo_opts or {})),
+        (FileSystem, dict(filesystem_opts or {})),
+        (SubAgent, dict(subagent_opts or {})),
+        (Summarization, dict(summarization_opts or {})),
+        PatchToolCalls,
+    ]
+    return maybe_append(stack, dict(interrupt_on) if interrupt_on else None)
 
 
 class Agent:

@@ -10,8 +10,11 @@ calling code, or a state that cannot be used::
     ├── StateVersionError       serialized state from an unknown format version
     ├── SerializationError      serialized state that is not valid
     ├── MiddlewareError         a middleware hook failed; ends the turn as an error
-    └── LLMError                the model call failed (after retries and fallbacks)
-        └── StreamError         the stream broke after it had started
+    ├── LLMError                the model call failed (after retries and fallbacks)
+    │   └── StreamError         the stream broke after it had started
+    └── FileSystemError         a virtual filesystem operation was refused (the
+                                FileSystem tools turn these into error results;
+                                see core.filesystem for the subclasses)
 """
 
 from __future__ import annotations

@@ -67,7 +67,9 @@ async def test_a_model_that_keeps_calling_tools_stops_at_max_runs_with_an_error(
     chat_model, fake_llm, add_tool
 ):
     fake_llm.script(default=reply(tool_calls=[tool_call("add", {"a": 1, "b": 1})]))
-    agent = Agent(model=chat_model, tools=[add_tool], max_runs=3)
+    agent = Agent(
+        replace_default_middleware=True, model=chat_model, tools=[add_tool], max_runs=3
+    )
 
     result = await agent.execute(["Loop forever"])
 
@@ -82,7 +84,9 @@ async def test_max_runs_passed_to_execute_overrides_the_agents_limit(
     chat_model, fake_llm, add_tool
 ):
     fake_llm.script(default=reply(tool_calls=[tool_call("add", {"a": 1, "b": 1})]))
-    agent = Agent(model=chat_model, tools=[add_tool], max_runs=10)
+    agent = Agent(
+        replace_default_middleware=True, model=chat_model, tools=[add_tool], max_runs=10
+    )
 
     result = await agent.execute(["Loop"], max_runs=2)
 
@@ -93,7 +97,7 @@ async def test_max_runs_passed_to_execute_overrides_the_agents_limit(
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "3"])
 def test_a_max_runs_that_is_not_a_positive_integer_is_a_configuration_error(bad):
     with pytest.raises(ConfigurationError, match="max_runs"):
-        Agent(model=ScriptedModel([]), max_runs=bad)
+        Agent(replace_default_middleware=True, model=ScriptedModel([]), max_runs=bad)
 
 
 # until_tool -------------------------------------------------------------------------
@@ -104,7 +108,9 @@ async def test_until_tool_completes_the_turn_when_the_model_calls_the_target(
         reply(tool_calls=[tool_call("submit", {"answer": "42"}, id="s1")]),
         reply("never requested"),
     )
-    agent = Agent(model=chat_model, tools=[submit_tool])
+    agent = Agent(
+        replace_default_middleware=True, model=chat_model, tools=[submit_tool]
+    )
 
     result = await agent.execute(["Answer"], until_tool="submit")
 
@@ -121,7 +127,9 @@ async def test_until_tool_is_an_error_when_the_model_answers_with_text_instead(
     chat_model, fake_llm, submit_tool
 ):
     fake_llm.script(reply("I would rather just talk."))
-    agent = Agent(model=chat_model, tools=[submit_tool])
+    agent = Agent(
+        replace_default_middleware=True, model=chat_model, tools=[submit_tool]
+    )
 
     result = await agent.execute(["Answer"], until_tool="submit")
 
@@ -134,7 +142,9 @@ async def test_until_tool_is_an_error_when_the_model_answers_with_text_instead(
 async def test_until_tool_naming_an_unknown_tool_is_a_configuration_error(
     chat_model, fake_llm, submit_tool
 ):
-    agent = Agent(model=chat_model, tools=[submit_tool])
+    agent = Agent(
+        replace_default_middleware=True, model=chat_model, tools=[submit_tool]
+    )
 
     with pytest.raises(ConfigurationError, match="sbumit"):
         await agent.execute(["Answer"], until_tool="sbumit")
@@ -150,7 +160,11 @@ async def test_until_tool_accepts_a_list_and_stops_at_whichever_target_is_called
         reply(tool_calls=[tool_call("give_up", {}, id="g1")]),
         reply("never requested"),
     )
-    agent = Agent(model=chat_model, tools=[submit_tool, add_tool, give_up])
+    agent = Agent(
+        replace_default_middleware=True,
+        model=chat_model,
+        tools=[submit_tool, add_tool, give_up],
+    )
 
     result = await agent.execute(["Try"], until_tool=["submit", "give_up"])
 
@@ -167,7 +181,9 @@ async def test_until_tool_is_not_satisfied_by_a_failed_call_of_the_target(
         reply(tool_calls=[tool_call("submit", {"wrong": 1})]),
         reply(tool_calls=[tool_call("submit", {"answer": "ok"}, id="s2")]),
     )
-    agent = Agent(model=chat_model, tools=[submit_tool])
+    agent = Agent(
+        replace_default_middleware=True, model=chat_model, tools=[submit_tool]
+    )
 
     result = await agent.execute(["Answer"], until_tool="submit")
 
@@ -217,6 +233,7 @@ async def test_before_model_runs_in_stack_order_and_after_model_in_reverse():
     model = ScriptedModel([scripted_tool_call("noop", {}), "Done"])
     noop = make_tool("noop", lambda args, _ctx: "ok")
     agent = Agent(
+        replace_default_middleware=True,
         model=model,
         tools=[noop],
         middleware=[First(log), Second(log), Third(log)],
@@ -242,7 +259,9 @@ async def test_a_before_model_hook_can_change_what_the_model_receives():
             return state.add_message(Message.user("(note from middleware)"))
 
     model = ScriptedModel(["Seen"])
-    result = await Agent(model=model, middleware=[AddNote]).execute(["Hi"])
+    result = await Agent(
+        replace_default_middleware=True, model=model, middleware=[AddNote]
+    ).execute(["Hi"])
 
     assert result.status == "completed", result.error
     sent = model.requests[0].messages
@@ -260,7 +279,7 @@ async def test_a_hook_that_raises_ends_the_turn_as_an_error_and_keeps_the_state(
             raise RuntimeError("the hook broke")
 
     model = ScriptedModel(["An answer", "never requested"])
-    agent = Agent(model=model, middleware=[Broken])
+    agent = Agent(replace_default_middleware=True, model=model, middleware=[Broken])
 
     result = await agent.execute(["Hi"])
 
@@ -277,7 +296,9 @@ async def test_a_hook_that_returns_something_other_than_a_state_ends_the_turn_as
             return None  # type: ignore[return-value]
 
     model = ScriptedModel(["never requested"])
-    result = await Agent(model=model, middleware=[Forgetful]).execute(["Hi"])
+    result = await Agent(
+        replace_default_middleware=True, model=model, middleware=[Forgetful]
+    ).execute(["Hi"])
 
     assert result.status == "error"
     assert "NoneType" in result.error and "before_model" in result.error
@@ -296,7 +317,9 @@ async def test_after_model_returning_interrupt_ends_the_turn_interrupted_with_it
 
     model = ScriptedModel([scripted_tool_call("act", {"x": 1}), "never requested"])
     act = make_tool("act", lambda args, _ctx: ran.append(args) or "acted")
-    agent = Agent(model=model, tools=[act], middleware=[AskFirst])
+    agent = Agent(
+        replace_default_middleware=True, model=model, tools=[act], middleware=[AskFirst]
+    )
 
     result = await agent.execute(["Act"])
 
@@ -326,6 +349,7 @@ async def test_the_system_prompt_joins_the_base_prompt_and_middleware_prompts(
 
     fake_llm.script(reply("ok"))
     agent = Agent(
+        replace_default_middleware=True,
         model=chat_model,
         base_system_prompt="You are a helper.",
         middleware=[Terse, Silent, Rules],
@@ -342,7 +366,7 @@ async def test_the_system_prompt_joins_the_base_prompt_and_middleware_prompts(
 
 async def test_no_prompt_at_all_sends_no_system_message(chat_model, fake_llm):
     fake_llm.script(reply("ok"))
-    await Agent(model=chat_model).execute(["Hi"])
+    await Agent(replace_default_middleware=True, model=chat_model).execute(["Hi"])
     assert [m["role"] for m in fake_llm.last_request["messages"]] == ["user"]
 
 
@@ -356,7 +380,7 @@ async def test_tools_from_middleware_are_offered_to_the_model_and_run(
             return [make_tool("now", lambda args, _ctx: calls.append(args) or "noon")]
 
     fake_llm.script(reply(tool_calls=[tool_call("now", {})]), reply("It is noon."))
-    agent = Agent(model=chat_model, middleware=[Clock])
+    agent = Agent(replace_default_middleware=True, model=chat_model, middleware=[Clock])
 
     result = await agent.execute(["Time?"])
 
@@ -373,7 +397,12 @@ def test_two_tools_with_the_same_name_are_a_configuration_error(add_tool):
             return [make_tool("add", lambda args, _ctx: "0")]
 
     with pytest.raises(ConfigurationError, match="'add'"):
-        Agent(model=ScriptedModel([]), tools=[add_tool], middleware=[AlsoAdd])
+        Agent(
+            replace_default_middleware=True,
+            model=ScriptedModel([]),
+            tools=[add_tool],
+            middleware=[AlsoAdd],
+        )
 
 
 # Callbacks --------------------------------------------------------------------------
@@ -440,7 +469,11 @@ async def test_every_callback_of_a_normal_tool_turn_reaches_every_handler_map(
     )
     first: list[str] = []
     second: list[str] = []
-    agent = Agent(model=chat_model, tools=[make_tool("announce", announce)])
+    agent = Agent(
+        replace_default_middleware=True,
+        model=chat_model,
+        tools=[make_tool("announce", announce)],
+    )
 
     result = await agent.execute(
         ["Go"], callbacks=[recording_map(first), recording_map(second)]
@@ -461,7 +494,9 @@ async def test_middleware_callbacks_fire_before_the_callers_handlers(
             return {"on_llm_new_message": lambda ex, m: order.append("middleware")}
 
     fake_llm.script(reply("ok"))
-    await Agent(model=chat_model, middleware=[Watching]).execute(
+    await Agent(
+        replace_default_middleware=True, model=chat_model, middleware=[Watching]
+    ).execute(
         ["Hi"], callbacks=[{"on_llm_new_message": lambda ex, m: order.append("caller")}]
     )
 
@@ -477,7 +512,9 @@ async def test_on_after_middleware_receives_the_state_the_hooks_prepared(
 
     fake_llm.script(reply("ok"))
     seen: list[State] = []
-    agent = Agent(model=chat_model, middleware=[Prepare])
+    agent = Agent(
+        replace_default_middleware=True, model=chat_model, middleware=[Prepare]
+    )
 
     await agent.execute(["Hi"], callbacks=[{"on_after_middleware": seen.append}])
 
@@ -499,7 +536,9 @@ async def test_a_callback_handler_that_raises_does_not_break_the_turn(
         reply(tool_calls=[tool_call("add", {"a": 1, "b": 2})]), reply("It is 3.")
     )
 
-    result = await Agent(model=chat_model, tools=[add_tool]).execute(
+    result = await Agent(
+        replace_default_middleware=True, model=chat_model, tools=[add_tool]
+    ).execute(
         ["Add"],
         callbacks=[
             {key: broken for key in CALLBACK_KEYS},
@@ -521,7 +560,7 @@ async def test_an_async_callback_handler_is_awaited(chat_model, fake_llm):
         seen.append(message.text)
 
     fake_llm.script(reply("Hello"))
-    await Agent(model=chat_model).execute(
+    await Agent(replace_default_middleware=True, model=chat_model).execute(
         ["Hi"], callbacks=[{"on_llm_new_message": on_message}]
     )
 
@@ -529,7 +568,7 @@ async def test_an_async_callback_handler_is_awaited(chat_model, fake_llm):
 
 
 async def test_an_unknown_callback_key_is_a_configuration_error(chat_model, fake_llm):
-    agent = Agent(model=chat_model)
+    agent = Agent(replace_default_middleware=True, model=chat_model)
 
     with pytest.raises(ConfigurationError, match="on_llm_new_mesage"):
         await agent.execute(["Hi"], callbacks=[{"on_llm_new_mesage": print}])
@@ -562,7 +601,7 @@ async def test_events_emitted_by_a_tool_reach_on_agent_event_handlers(
         await asyncio.sleep(0)
         awaited.append((name, data))
 
-    agent = Agent(model=chat_model, tools=[tool])
+    agent = Agent(replace_default_middleware=True, model=chat_model, tools=[tool])
     result = await agent.execute(
         ["Go"],
         callbacks=[
@@ -591,9 +630,9 @@ async def test_cancellation_between_steps_ends_the_turn_before_the_next_model_ca
     work = make_tool("work", lambda args, _ctx: ran.append("work") or "worked")
     fake_llm.script(reply(tool_calls=[tool_call("work", {})]), reply("never"))
 
-    result = await Agent(model=chat_model, tools=[work]).execute(
-        ["Work"], should_cancel=lambda: bool(ran)
-    )
+    result = await Agent(
+        replace_default_middleware=True, model=chat_model, tools=[work]
+    ).execute(["Work"], should_cancel=lambda: bool(ran))
 
     assert result.status == "cancelled"
     assert ran == ["work"]
@@ -605,7 +644,9 @@ async def test_cancellation_between_steps_ends_the_turn_before_the_next_model_ca
 async def test_cancellation_before_the_first_step_sends_no_request(
     chat_model, fake_llm
 ):
-    result = await Agent(model=chat_model).execute(["Hi"], should_cancel=lambda: True)
+    result = await Agent(replace_default_middleware=True, model=chat_model).execute(
+        ["Hi"], should_cancel=lambda: True
+    )
 
     assert result.status == "cancelled"
     assert fake_llm.requests == []
@@ -628,7 +669,12 @@ async def test_a_custom_mode_recomposed_from_the_standard_steps_runs_its_own_ste
     fake_llm.script(
         reply(tool_calls=[tool_call("add", {"a": 1, "b": 2})]), reply("It is 3.")
     )
-    agent = Agent(model=chat_model, tools=[add_tool], mode=Counting())
+    agent = Agent(
+        replace_default_middleware=True,
+        model=chat_model,
+        tools=[add_tool],
+        mode=Counting(),
+    )
 
     result = await agent.execute(["Add"])
 
@@ -651,7 +697,12 @@ async def test_a_custom_step_can_end_the_turn_with_its_own_result(
     fake_llm.script(
         reply(tool_calls=[tool_call("add", {"a": 1, "b": 2})]), reply("never")
     )
-    agent = Agent(model=chat_model, tools=[add_tool], mode=OneRound())
+    agent = Agent(
+        replace_default_middleware=True,
+        model=chat_model,
+        tools=[add_tool],
+        mode=OneRound(),
+    )
 
     result = await agent.execute(["Add"])
 
@@ -664,14 +715,16 @@ async def test_a_custom_step_can_end_the_turn_with_its_own_result(
 def test_execute_sync_runs_a_turn_from_sync_code(chat_model, fake_llm):
     fake_llm.script(reply("From sync"))
 
-    result = Agent(model=chat_model).execute_sync(["Hi"])
+    result = Agent(replace_default_middleware=True, model=chat_model).execute_sync(
+        ["Hi"]
+    )
 
     assert result.status == "completed", result.error
     assert result.last_message.text == "From sync"
 
 
 async def test_execute_sync_inside_a_running_event_loop_raises(chat_model, fake_llm):
-    agent = Agent(model=chat_model)
+    agent = Agent(replace_default_middleware=True, model=chat_model)
 
     with pytest.raises(RuntimeError, match="await execute"):
         agent.execute_sync(["Hi"])
@@ -689,7 +742,11 @@ def test_the_top_level_new_and_execute_run_a_turn(chat_model, fake_llm, add_tool
     assert isinstance(agent, Agent)
     assert result.status == "completed", result.error
     assert result.state.messages[2].tool_results[0].content == "4"
-    assert fake_llm.requests[0]["messages"][0]["content"] == "Count."
+    # new() builds the default stack: its prompts follow the base prompt, its tools
+    # are offered beside the agent's own.
+    assert fake_llm.requests[0]["messages"][0]["content"].startswith("Count.\n\n")
+    offered = {t["function"]["name"] for t in fake_llm.requests[0]["tools"]}
+    assert {"add", "write_todos", "write_file", "task"} <= offered
 
 
 async def test_the_top_level_execute_async_runs_a_turn(chat_model, fake_llm):
@@ -724,7 +781,9 @@ async def test_execute_accepts_openai_style_dicts_and_plain_strings(
     ]
     fake_llm.script(reply("Still 3."))
 
-    result = await Agent(model=chat_model).execute(history)
+    result = await Agent(replace_default_middleware=True, model=chat_model).execute(
+        history
+    )
 
     assert result.status == "completed", result.error
     roles = [m.role for m in result.state.messages]
@@ -738,7 +797,7 @@ async def test_execute_accepts_openai_style_dicts_and_plain_strings(
 @pytest.mark.parametrize("bad", ["just a string", [42]])
 async def test_execute_refuses_input_that_is_not_messages(chat_model, fake_llm, bad):
     with pytest.raises(TypeError):
-        await Agent(model=chat_model).execute(bad)
+        await Agent(replace_default_middleware=True, model=chat_model).execute(bad)
     assert fake_llm.requests == []
 
 
@@ -766,6 +825,7 @@ async def test_state_updates_returned_by_tools_are_merged_into_the_final_state(
         reply("All set."),
     )
     agent = Agent(
+        replace_default_middleware=True,
         model=chat_model,
         tools=[make_tool("remember", remember), make_tool("plan", plan)],
     )
@@ -799,9 +859,11 @@ async def test_a_state_update_with_unknown_keys_ends_the_turn_as_an_error(
 
     fake_llm.script(reply(tool_calls=[tool_call("sloppy", {})]), reply("never"))
 
-    result = await Agent(model=chat_model, tools=[make_tool("sloppy", sloppy)]).execute(
-        ["Go"]
-    )
+    result = await Agent(
+        replace_default_middleware=True,
+        model=chat_model,
+        tools=[make_tool("sloppy", sloppy)],
+    ).execute(["Go"])
 
     assert result.status == "error"
     assert "sloppy" in result.error and "metdata" in result.error
@@ -823,6 +885,7 @@ async def test_tool_context_values_reach_the_tool_as_attributes_and_as_a_dict(
 
     fake_llm.script(reply(tool_calls=[tool_call("whoami", {}, id="w1")]), reply("ok"))
     agent = Agent(
+        replace_default_middleware=True,
         model=chat_model,
         tools=[make_tool("whoami", whoami)],
         tool_context={"user_id": 7, "team": "blue"},
@@ -850,7 +913,10 @@ async def test_a_tool_slower_than_async_tool_timeout_becomes_an_error_result(
 
     fake_llm.script(reply(tool_calls=[tool_call("slow", {})]), reply("It timed out."))
     agent = Agent(
-        model=chat_model, tools=[make_tool("slow", slow)], async_tool_timeout=0.05
+        replace_default_middleware=True,
+        model=chat_model,
+        tools=[make_tool("slow", slow)],
+        async_tool_timeout=0.05,
     )
 
     result = await agent.execute(["Go"])
@@ -868,7 +934,7 @@ async def test_execute_on_a_state_waiting_for_decisions_raises_invalid_resume(
     state = State(messages=[Message.user("Hi")], interrupt_data={"action_requests": []})
 
     with pytest.raises(InvalidResume, match="resume"):
-        await Agent(model=chat_model).execute(state)
+        await Agent(replace_default_middleware=True, model=chat_model).execute(state)
     assert fake_llm.requests == []
 
 
@@ -884,7 +950,9 @@ async def test_the_result_carries_the_token_usage_of_every_model_call(
         reply("2", usage=(20, 1), include_usage=True),
     )
 
-    result = await Agent(model=chat_model, tools=[add_tool]).execute(["Add"])
+    result = await Agent(
+        replace_default_middleware=True, model=chat_model, tools=[add_tool]
+    ).execute(["Add"])
 
     assert result.status == "completed", result.error
     assert (result.usage.input, result.usage.output) == (30, 4)

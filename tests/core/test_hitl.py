@@ -83,7 +83,12 @@ def files() -> FileTools:
 
 @pytest.fixture
 def agent(chat_model, files) -> Agent:
-    return Agent(model=chat_model, tools=files.tools(), interrupt_on=INTERRUPT_ON)
+    return Agent(
+        replace_default_middleware=True,
+        model=chat_model,
+        tools=files.tools(),
+        interrupt_on=INTERRUPT_ON,
+    )
 
 
 def write_call(path: str = "notes.md", content: str = "hello", id: str = "w1"):
@@ -306,7 +311,10 @@ async def test_an_agent_whose_interrupt_on_is_all_false_never_pauses(
     chat_model, files, fake_llm
 ):
     agent = Agent(
-        model=chat_model, tools=files.tools(), interrupt_on={"write_file": False}
+        replace_default_middleware=True,
+        model=chat_model,
+        tools=files.tools(),
+        interrupt_on={"write_file": False},
     )
     fake_llm.script(reply(tool_calls=[write_call()]), reply("Written."))
 
@@ -319,7 +327,9 @@ async def test_an_agent_whose_interrupt_on_is_all_false_never_pauses(
 async def test_without_interrupt_on_the_agent_has_no_human_in_the_loop(
     chat_model, files
 ):
-    agent = Agent(model=chat_model, tools=files.tools())
+    agent = Agent(
+        replace_default_middleware=True, model=chat_model, tools=files.tools()
+    )
     assert not any(isinstance(e.middleware, HumanInTheLoop) for e in agent.middleware)
 
 
@@ -338,7 +348,12 @@ async def test_without_interrupt_on_the_agent_has_no_human_in_the_loop(
 )
 def test_a_bad_interrupt_on_value_is_a_configuration_error(chat_model, files, value):
     with pytest.raises(ConfigurationError, match="write_file"):
-        Agent(model=chat_model, tools=files.tools(), interrupt_on={"write_file": value})
+        Agent(
+            replace_default_middleware=True,
+            model=chat_model,
+            tools=files.tools(),
+            interrupt_on={"write_file": value},
+        )
 
 
 # Bad decisions ----------------------------------------------------------------------
@@ -429,13 +444,21 @@ async def test_an_interrupt_survives_serialization_and_resumes_in_a_fresh_agent(
     chat_model, files, fake_llm
 ):
     first_agent = Agent(
-        model=chat_model, tools=files.tools(), interrupt_on=INTERRUPT_ON
+        replace_default_middleware=True,
+        model=chat_model,
+        tools=files.tools(),
+        interrupt_on=INTERRUPT_ON,
     )
     result = await interrupted(first_agent, fake_llm, write_call(), then=["Saved."])
 
     text = json.dumps(StateSerializer.serialize_server_state(first_agent, result.state))
 
-    fresh = Agent(model=chat_model, tools=files.tools(), interrupt_on=INTERRUPT_ON)
+    fresh = Agent(
+        replace_default_middleware=True,
+        model=chat_model,
+        tools=files.tools(),
+        interrupt_on=INTERRUPT_ON,
+    )
     restored = StateSerializer.deserialize_server_state(
         fresh.agent_id, json.loads(text), middleware=fresh.middleware
     )

@@ -51,7 +51,7 @@ USER_PROMPT = (
 )
 # The opening of a long request says what it is about; the rest only costs tokens.
 MAX_INPUT_CHARS = 2000
-_QUOTES = "\"'`“”‘’«»"
+_QUOTES = "\"'`\u201c\u201d\u2018\u2019\u00ab\u00bb"
 _PREFIX = re.compile(r"^\s*(?:title|conversation title)\s*:\s*", re.IGNORECASE)
 
 
@@ -184,7 +184,10 @@ class ConversationTitle(Middleware):
                 )
         return [
             {"role": "system", "content": system},
-            {"role": "user", "content": USER_PROMPT.format(text=text[:MAX_INPUT_CHARS])},
+            {
+                "role": "user",
+                "content": USER_PROMPT.format(text=text[:MAX_INPUT_CHARS]),
+            },
         ]
 
     def clean(self, raw: str) -> str:
@@ -194,7 +197,8 @@ class ConversationTitle(Middleware):
         title = _PREFIX.sub("", line).strip().strip(_QUOTES + "*#").strip()
         title = " ".join(title.split()).rstrip(".!?,;:").strip(_QUOTES).strip()
         if len(title) > self.max_length:
-            cut = title[: self.max_length + 1].rsplit(" ", 1)[0]
+            head = title[: self.max_length + 1]
+            cut = head.rsplit(" ", 1)[0] if " " in head else ""
             title = (cut or title[: self.max_length]).rstrip(" ,;:-")
         return title
 
