@@ -214,6 +214,10 @@ async def execute_tools(ex: Execution) -> AgentResult | None:
     await ex.callbacks.fire("on_message_processed", ex, tool_message)
     paused = next((r for r in results if r.is_interrupt), None)
     if paused is not None:
+        # The other calls of the batch ran: keep their state updates.
+        failed = await propagate_state(ex)
+        if failed is not None:
+            return failed
         # Keys starting with "_" (e.g. a sub-agent's serialized conversation) stay with
         # the tool result; the state's interrupt_data only refers to it.
         data = {

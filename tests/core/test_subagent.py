@@ -247,3 +247,34 @@ async def test_a_subagent_pause_without_its_middleware_is_demoted_on_load(fake_l
     result = loaded.messages[2].tool_results[0]
     assert result.is_error and not result.is_interrupt
     assert loaded.interrupt_data is None
+
+
+async def test_state_updates_of_the_batch_survive_a_subagent_pause(fake_llm):
+    from sagents_django.core import Tool
+
+    note = Tool(
+        name="note",
+        description="Note something.",
+        function=lambda args, ctx: ("noted", {"metadata": {"noted": args["text"]}}),
+        parameters={"type": "object", "properties": {"text": {"type": "string"}}},
+    )
+    fake_llm.script(
+        reply(
+            tool_calls=[
+                tool_call("note", {"text": "remember me"}, id="n1"),
+                task_call("calculator", "Add 1+2."),
+            ]
+        ),
+        reply(tool_calls=[tool_call("add", {"a": 1, "b": 2}, id="s1")]),
+    )
+    parent = build_parent(fake_llm.base_url)
+    parent = type(parent)(
+        agent_id="parent-1",
+        model=parent.model,
+        tools=[*parent.base_tools, note],
+        middleware=[entry.to_raw_spec() for entry in parent.middleware],
+        replace_default_middleware=True,
+    )
+    first = await parent.execute(["Note and add"])
+    assert first.status == "interrupted", first.error
+    assert first.state.metadata == {"noted": "remember me"}
