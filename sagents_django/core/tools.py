@@ -13,6 +13,7 @@ import asyncio
 import inspect
 import json
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -88,15 +89,12 @@ class Tool:
             raise ConfigurationError(
                 f"Tool {self.name!r} parameters must be a JSON schema of type 'object'"
             )
-        from jsonschema import Draft202012Validator
-
         try:
-            Draft202012Validator.check_schema(self.parameters)
+            self._validator = _validator_for(self.parameters)
         except Exception as exc:
             raise ConfigurationError(
                 f"Tool {self.name!r} has an invalid parameters schema: {exc}"
             ) from exc
-        self._validator = Draft202012Validator(self.parameters)
         self._is_async = inspect.iscoroutinefunction(self.function)
 
     def to_openai(self) -> dict[str, Any]:
@@ -128,6 +126,27 @@ class Tool:
         if inspect.isawaitable(result):
             result = await result
         return result
+
+
+# Agents are rebuilt from code on every turn: checking a schema costs ~1 ms, so each
+# distinct schema is checked and compiled once per process.
+_validators: dict[str, Any] = {}
+_validators_lock = threading.Lock()
+
+
+def _validator_for(schema: dict[str, Any]) -> Any:
+    from jsonschema import Draft202012Validator
+
+    key = json.dumps(schema, sort_keys=True, default=repr)
+    validator = _validators.get(key)
+    if validator is None:
+        Draft202012Validator.check_schema(schema)
+        validator = Draft202012Validator(schema)
+        with _validators_lock:
+            if len(_validators) > 4096:  # bound memory for generated schemas
+                _validators.clear()
+            _validators[key] = validator
+    return validator
 
 
 def tool(
