@@ -40,8 +40,6 @@ from .messages import (
     ToolCall,
     ToolCallDelta,
     ToolResult,
-    messages_from_openai,
-    messages_to_openai,
 )
 from .middleware.base import Interrupt, Middleware, MiddlewareEntry, Resume
 from .middleware.conversation_title import ConversationTitle
@@ -52,6 +50,7 @@ from .middleware.subagent import SubAgent
 from .middleware.summarization import Summarization
 from .middleware.todo_list import TodoList
 from .modes import AgentExecution, AgentResult, Execution
+from .openai_format import messages_from_openai, messages_to_openai
 from .preprocessing import (
     MentionExpander,
     MessagePreprocessor,

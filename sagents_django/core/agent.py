@@ -18,10 +18,11 @@ from . import events
 from .callbacks import Callbacks
 from .exceptions import ConfigurationError, InvalidResume
 from .llm import ModelRequest, as_model
-from .messages import Message, messages_from_openai
+from .messages import Message
 from .middleware.base import Interrupt, MiddlewareEntry, Resume, init_stack
 from .middleware.human_in_the_loop import HumanInTheLoop, maybe_append
 from .modes import AgentExecution, AgentResult, Execution, call_hook
+from .openai_format import messages_from_openai
 from .state import State
 from .tools import Tool
 

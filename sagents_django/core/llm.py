@@ -24,8 +24,8 @@ from .messages import (
     StopReason,
     TokenUsage,
     ToolCall,
-    parse_tool_arguments,
 )
+from .openai_format import parse_tool_arguments
 from .transports import LiteLLMTransport, OpenAITransport, ResponseInfo
 
 if TYPE_CHECKING:

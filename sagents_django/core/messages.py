@@ -3,11 +3,13 @@
 One ``Message`` per turn of a role. Content is always a list of ``ContentPart`` (text,
 thinking, image, file); a plain string given to a constructor becomes one text part. A
 ``tool`` message carries every result of one assistant message's tool calls, as Sagents
-does; the OpenAI format spreads those over several ``{"role": "tool"}`` messages, and the
-converters below fold them back so that ``messages_from_openai(messages_to_openai(m)) == m``.
+does (the OpenAI format spreads those over several messages; ``openai_format`` folds
+and unfolds them).
 
-Two JSON edges live beside the classes: ``to_openai``/``messages_from_openai`` (what
-litellm sends to a provider) and ``to_dict``/``from_dict`` (what is stored, lossless).
+Two JSON edges: ``to_dict``/``from_dict`` beside the classes (what is stored, lossless)
+and ``to_openai`` (what litellm sends to a provider), which delegates to
+``openai_format``; its ``messages_to_openai``, ``messages_from_openai`` and
+``parse_tool_arguments`` are importable from here too.
 """
 
 from __future__ import annotations
@@ -382,224 +384,15 @@ class Message:
     # OpenAI format ----------------------------------------------------------------
     def to_openai(self) -> list[dict[str, Any]]:
         """This message in OpenAI chat format (a tool message becomes several)."""
-        if self.role == "tool":
-            return [
-                {
-                    "role": "tool",
-                    "tool_call_id": r.tool_call_id,
-                    "content": _tool_content_to_openai(r.content),
-                }
-                for r in self.tool_results
-            ]
-        if self.role not in ROLES:
-            raise ValueError(f"Unknown message role {self.role!r}")
-        out: dict[str, Any] = {"role": self.role}
-        if self.role == "assistant":
-            out["content"] = self.text or None
-            thinking = [p for p in self.content if p.type == "thinking"]
-            if thinking:
-                out["reasoning_content"] = "".join(p.content for p in thinking)
-                if any(p.options.get("signature") for p in thinking):
-                    out["thinking_blocks"] = [
-                        {
-                            "type": "thinking",
-                            "thinking": p.content,
-                            "signature": p.options.get("signature"),
-                        }
-                        for p in thinking
-                    ]
-            if self.tool_calls:
-                out["tool_calls"] = [
-                    {
-                        "id": c.call_id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments_json()},
-                    }
-                    for c in self.tool_calls
-                ]
-        else:
-            out["content"] = _content_to_openai(self.content)
-        if self.name is not None:
-            out["name"] = self.name
-        return [out]
+        # Imported here: openai_format imports this module's classes.
+        from .openai_format import message_to_openai
 
-
-def messages_to_openai(messages: list[Message]) -> list[dict[str, Any]]:
-    """A conversation in OpenAI chat format, as litellm takes it."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        out.extend(message.to_openai())
-    return out
-
-
-def messages_from_openai(items: list[dict[str, Any]]) -> list[Message]:
-    """Read OpenAI chat-format messages; consecutive tool messages fold into one."""
-    messages: list[Message] = []
-    call_names: dict[str, str] = {}
-    for item in items:
-        role = item.get("role")
-        if role == "tool":
-            call_id = item["tool_call_id"]
-            result = ToolResult(
-                tool_call_id=call_id,
-                name=item.get("name") or call_names.get(call_id, ""),
-                content=_tool_content_from_openai(item.get("content")),
-            )
-            if messages and messages[-1].role == "tool":
-                messages[-1].tool_results.append(result)
-            else:
-                messages.append(Message.tool([result]))
-            continue
-        if role not in ROLES:
-            raise ValueError(f"Unknown message role {role!r}")
-        if role == "assistant":
-            message = _assistant_from_openai(item)
-            call_names.update({c.call_id: c.name for c in message.tool_calls})
-        else:
-            message = Message(
-                role=role, content=_content_from_openai(item.get("content"))
-            )
-        message.name = item.get("name")
-        messages.append(message)
-    return messages
-
-
-def parse_tool_arguments(
-    raw: str | dict[str, Any] | None,
-) -> tuple[dict[str, Any], str | None]:
-    """Arguments as a dict, plus the raw text when it was not a JSON object."""
-    if isinstance(raw, dict):
-        return raw, None
-    if raw is None or raw.strip() == "":
-        return {}, None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}, raw
-    if isinstance(value, dict):
-        return value, None
-    return {}, raw
-
-
-def _assistant_from_openai(item: dict[str, Any]) -> Message:
-    parts: list[ContentPart] = []
-    blocks = item.get("thinking_blocks")
-    if blocks:
-        parts.extend(
-            ContentPart.thinking(b.get("thinking", ""), signature=b.get("signature"))
-            for b in blocks
-        )
-    elif item.get("reasoning_content"):
-        parts.append(ContentPart.thinking(item["reasoning_content"]))
-    parts.extend(_content_from_openai(item.get("content")))
-    calls = []
-    for call in item.get("tool_calls") or ():
-        function = call.get("function") or {}
-        arguments, raw = parse_tool_arguments(function.get("arguments"))
-        calls.append(
-            ToolCall(
-                call_id=call["id"],
-                name=function.get("name", ""),
-                arguments=arguments,
-                raw_arguments=raw,
-            )
-        )
-    return Message(role="assistant", content=parts, tool_calls=calls)
-
-
-def _content_to_openai(parts: list[ContentPart]) -> str | list[dict[str, Any]]:
-    if len(parts) == 1 and parts[0].type == "text":
-        return parts[0].content
-    if not parts:
-        return ""
-    out: list[dict[str, Any]] = []
-    for part in parts:
-        if part.type == "text":
-            out.append({"type": "text", "text": part.content})
-        elif part.type == "image":
-            url = (
-                part.content
-                if part.options.get("url")
-                else f"data:{part.options.get('media', 'image/png')};base64,{part.content}"
-            )
-            image: dict[str, Any] = {"url": url}
-            if part.options.get("detail"):
-                image["detail"] = part.options["detail"]
-            out.append({"type": "image_url", "image_url": image})
-        elif part.type == "file":
-            file: dict[str, Any] = {
-                "file_data": f"data:{part.options.get('media')};base64,{part.content}"
-            }
-            if part.options.get("filename"):
-                file["filename"] = part.options["filename"]
-            out.append({"type": "file", "file": file})
-        elif part.type != "thinking":
-            raise ValueError(f"Unknown content part type {part.type!r}")
-        # Thinking in a user/system message has no OpenAI form; it is dropped.
-    return out
-
-
-def _content_from_openai(content: Any) -> list[ContentPart]:
-    if content is None or content == "":
-        return []
-    if isinstance(content, str):
-        return [ContentPart.text(content)]
-    parts: list[ContentPart] = []
-    for item in content:
-        kind = item.get("type")
-        if kind == "text":
-            parts.append(ContentPart.text(item.get("text", "")))
-        elif kind == "image_url":
-            image = item.get("image_url") or {}
-            if not isinstance(image, dict):  # the bare-string form
-                image = {"url": image}
-            url = image.get("url", "")
-            media, data = _split_data_url(url)
-            part = (
-                ContentPart.image(data, media=media, detail=image.get("detail"))
-                if data is not None
-                else ContentPart.image_url(url, detail=image.get("detail"))
-            )
-            parts.append(part)
-        elif kind == "file":
-            file = item.get("file") or {}
-            media, data = _split_data_url(file.get("file_data", ""))
-            parts.append(
-                ContentPart.file(
-                    data or "", media=media or "", filename=file.get("filename")
-                )
-            )
-        elif kind in ("thinking", "reasoning"):
-            parts.append(ContentPart.thinking(item.get(kind) or item.get("text", "")))
-        else:
-            raise ValueError(f"Unknown content part type {kind!r}")
-    return parts
-
-
-def _tool_content_to_openai(
-    content: str | list[ContentPart],
-) -> str | list[dict[str, Any]]:
-    if isinstance(content, str):
-        return content
-    return _content_to_openai(content)
-
-
-def _tool_content_from_openai(content: Any) -> str | list[ContentPart]:
-    if content is None or isinstance(content, str):
-        return content or ""
-    return _content_from_openai(content)
+        return message_to_openai(self)
 
 
 def _check(condition: bool, problem: str) -> None:
     if not condition:
         raise ValueError(problem)
-
-
-def _split_data_url(url: str) -> tuple[str | None, str | None]:
-    if not url.startswith("data:") or ";base64," not in url:
-        return None, None
-    head, data = url[5:].split(";base64,", 1)
-    return head, data
 
 
 @dataclass(kw_only=True, slots=True)
@@ -644,3 +437,4 @@ class MessageDelta:
         if self.status is not None:
             data["status"] = self.status
         return data
+

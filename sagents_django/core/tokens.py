@@ -20,7 +20,8 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .messages import ContentPart, Message, messages_from_openai
+from .messages import ContentPart, Message
+from .openai_format import messages_from_openai
 
 logger = logging.getLogger(__name__)
 

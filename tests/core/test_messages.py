@@ -15,6 +15,8 @@ from sagents_django.core.messages import (
     TokenUsage,
     ToolCall,
     ToolResult,
+)
+from sagents_django.core.openai_format import (
     messages_from_openai,
     messages_to_openai,
     parse_tool_arguments,

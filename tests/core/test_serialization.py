@@ -21,9 +21,9 @@ from sagents_django.core.messages import (
     Message,
     ToolCall,
     ToolResult,
-    messages_to_openai,
 )
 from sagents_django.core.middleware.base import Middleware, init_middleware
+from sagents_django.core.openai_format import messages_to_openai
 from sagents_django.core.serialization import (
     CURRENT_VERSION,
     MAX_DEPTH,
