@@ -29,8 +29,10 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         "FALLBACK_MODELS": [],
         # Where turns run: "inline" (an asyncio task in the web process) or "celery".
         "EXECUTOR": "inline",
-        # Prefix of the app's database tables.
-        "TABLE_PREFIX": "sagents_",
+        # The Scope class (dotted path) that get_scope() builds from a request.
+        "SCOPE": "sagents_django.scope.Scope",
+        # Largest JSON document (UTF-8 bytes) stored as agent state or display content.
+        "MAX_STATE_BYTES": 20 * 1024 * 1024,
     }
 )
 
@@ -84,8 +86,12 @@ class SagentsSettings:
         return cast(Executor, get("EXECUTOR"))
 
     @property
-    def TABLE_PREFIX(self) -> str:
-        return cast(str, get("TABLE_PREFIX"))
+    def SCOPE(self) -> str:
+        return cast(str, get("SCOPE"))
+
+    @property
+    def MAX_STATE_BYTES(self) -> int:
+        return cast(int, get("MAX_STATE_BYTES"))
 
 
 sagents_settings = SagentsSettings()

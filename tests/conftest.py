@@ -4,11 +4,16 @@ The socket guard: tests fake only the LLM provider, and the fakes listen on loop
 Any other outbound connection (a real provider, a cost-map download, a model hub) is a
 bug that would make the suite slow, flaky or leaky, so it fails loudly instead. It is
 installed in ``pytest_configure`` (before collection) so imports are guarded too.
+
+The database: the suite runs on SQLite, or on the server ``DATABASE_URL`` names (the
+README runs the database tests a second time on PostgreSQL). A PostgreSQL URL whose
+server does not answer stops the run before collection, never a skip or a fallback.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from typing import Any
 
@@ -65,9 +70,37 @@ def pytest_configure(config: pytest.Config) -> None:
     socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
     socket.create_connection = _guarded_create_connection
+    _check_database_url()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     socket.socket.connect = _original_connect  # type: ignore[method-assign]
     socket.socket.connect_ex = _original_connect_ex  # type: ignore[method-assign]
     socket.create_connection = _original_create_connection
+
+
+def _check_database_url() -> None:
+    """Fail the run at once, with the reason, when DATABASE_URL names a PostgreSQL
+    server that does not answer (the alternative is hundreds of identical errors)."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres", "pgsql")):
+        return
+    import environ
+    import psycopg
+
+    config = environ.Env.db_url_config(url)
+    try:
+        psycopg.connect(
+            host=config.get("HOST") or None,
+            port=config.get("PORT") or None,
+            user=config.get("USER") or None,
+            password=config.get("PASSWORD") or None,
+            dbname=config.get("NAME") or None,
+            connect_timeout=5,
+        ).close()
+    except psycopg.Error as exc:
+        raise pytest.UsageError(
+            f"DATABASE_URL points at PostgreSQL ({config.get('HOST')}:"
+            f"{config.get('PORT')}/{config.get('NAME')}) but it cannot be reached: "
+            f"{exc}. Start it (.ci/run does) or unset DATABASE_URL to use SQLite."
+        ) from exc

@@ -84,7 +84,7 @@ def test_conf_falls_back_to_embedded_defaults() -> None:
     assert sagents_settings.MODEL_PARAMS == {}
     assert sagents_settings.FALLBACK_MODELS == []
     assert sagents_settings.EXECUTOR == "inline"
-    assert sagents_settings.TABLE_PREFIX == "sagents_"
+    assert sagents_settings.MAX_STATE_BYTES == 20 * 1024 * 1024
 
 
 def test_conf_is_reset_when_sagents_changes() -> None:

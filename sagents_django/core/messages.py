@@ -437,4 +437,3 @@ class MessageDelta:
         if self.status is not None:
             data["status"] = self.status
         return data
-

@@ -1,0 +1,305 @@
+"""``manage.py sagents_setup``: generate a site's conversation and agent modules.
+
+The Django port of ``mix sagents.setup``. The command resolves and checks the options
+against this project (the owner model and the scope class must exist), renders the
+files with the pure ``sagents_django.generator.render``, and writes them all or none:
+every target is checked before the first write, and an existing file is never
+overwritten without ``--force``. A bad option is one line of error and no file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.migrations.loader import MigrationLoader
+from django.utils.module_loading import import_string
+
+from sagents_django import generator
+from sagents_django.generator import (
+    AUTH_USER_MODEL,
+    DEFAULT_SCOPE,
+    DEFAULT_TABLE_PREFIX,
+    OWNER_TYPES,
+    InvalidOption,
+    SetupOptions,
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Generate this site's conversation functions, agent factory, coordinator and "
+        "persistence modules into a package (and, for conversations not owned by "
+        "the user model through a 'user' field, the conversation model and its "
+        "migration), then print the settings to add."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "target",
+            help="Dotted path of the package to write, e.g. myproject.agents "
+            "(its directory is found from --base-dir).",
+        )
+        parser.add_argument(
+            "--scope",
+            default=DEFAULT_SCOPE,
+            help=f"Dotted path of your Scope class (default: {DEFAULT_SCOPE}).",
+        )
+        parser.add_argument(
+            "--owner-type",
+            default="user",
+            help=f"What conversations belong to: {', '.join(OWNER_TYPES)} "
+            "(default: user).",
+        )
+        parser.add_argument(
+            "--owner-field",
+            help="Name of the owner foreign key (default: the owner type; a "
+            "trailing _id, as Sagents spells it, is dropped).",
+        )
+        parser.add_argument(
+            "--owner-model",
+            help="The owner model as app_label.ModelName (default: AUTH_USER_MODEL "
+            "for user, else <target app>.<OwnerType>); it must be installed.",
+        )
+        parser.add_argument(
+            "--table-prefix",
+            default=DEFAULT_TABLE_PREFIX,
+            help="Prefix of the conversation table (default: sagents_).",
+        )
+        parser.add_argument(
+            "--factory",
+            help="Dotted path of the agent factory module (default: <target>.factory).",
+        )
+        parser.add_argument(
+            "--coordinator",
+            help="Dotted path of the coordinator module "
+            "(default: <target>.coordinator).",
+        )
+        parser.add_argument(
+            "--base-dir",
+            help="The directory module paths start from (default: settings.BASE_DIR, "
+            "else the current directory).",
+        )
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="Print what would be written and write nothing "
+            "(-v 2 prints the files' contents too).",
+        )
+        parser.add_argument(
+            "--force", action="store_true", help="Overwrite files that exist."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        setup = self.resolve(options)
+        try:
+            files = generator.render(setup)
+        except InvalidOption as exc:
+            raise CommandError(str(exc)) from None
+        base = self.base_dir(options["base_dir"])
+        existing = self.check_targets(base, files, force=options["force"])
+        dry_run, verbosity = options["dry_run"], options["verbosity"]
+        if not dry_run:
+            for relative, text in files.items():
+                path = base / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8", newline="\n")
+        if verbosity < 1:
+            return
+        if dry_run:
+            self.stdout.write(f"Dry run: would write {len(files)} files in {base}:")
+        else:
+            self.stdout.write(f"Wrote {len(files)} files in {base}:")
+        for relative, text in files.items():
+            note = ""
+            if relative in existing:
+                note = " (would overwrite)" if dry_run else " (overwritten)"
+            self.stdout.write(f"  {relative}{note}")
+            if dry_run and verbosity >= 2:
+                self.stdout.write(_indent(text))
+        self.stdout.write(self.next_steps(setup))
+
+    # Options --------------------------------------------------------------------
+    def resolve(self, options: dict[str, Any]) -> SetupOptions:
+        """The options with their defaults inferred, checked against this project."""
+        try:
+            target = generator.check_module_path(
+                options["target"], what="The target package"
+            )
+            owner_type = options["owner_type"]
+            if owner_type not in OWNER_TYPES:
+                raise InvalidOption(
+                    f"--owner-type must be one of {', '.join(OWNER_TYPES)}, "
+                    f"not {owner_type!r}"
+                )
+            app_label = target.rpartition(".")[2]
+            owner_field, owner_model = self.owner(options, owner_type, app_label)
+            setup = SetupOptions(
+                target=target,
+                scope=options["scope"],
+                owner_type=owner_type,
+                owner_field=owner_field,
+                owner_model=owner_model,
+                owner_dependency=self.owner_dependency(owner_model),
+                table_prefix=options["table_prefix"],
+                factory=options["factory"] or "",
+                coordinator=options["coordinator"] or "",
+            )
+            generator.check_options(setup)
+        except InvalidOption as exc:
+            raise CommandError(str(exc)) from None
+        self.check_scope(setup.scope)
+        if setup.needs_models:
+            self.check_app_label(setup)
+        return setup
+
+    def owner(
+        self, options: dict[str, Any], owner_type: str, app_label: str
+    ) -> tuple[str | None, str | None]:
+        field, model = options["owner_field"], options["owner_model"]
+        if owner_type == "none":
+            if field or model:
+                raise InvalidOption(
+                    "--owner-field and --owner-model need an owner; "
+                    "--owner-type none has none"
+                )
+            return None, None
+        if field is None:
+            field = generator.default_owner_field(owner_type)
+        elif field.endswith("_id") and len(field) > 3:
+            # Sagents names the column (user_id); Django names the field (user).
+            field = field[: -len("_id")]
+        if model is None:
+            model = (
+                settings.AUTH_USER_MODEL
+                if owner_type == "user"
+                else f"{app_label}.{owner_type.capitalize()}"
+            )
+        try:
+            found = apps.get_model(model)
+        except (LookupError, ValueError):
+            raise InvalidOption(
+                f"--owner-model {model!r} is not an installed model "
+                "(expected app_label.ModelName of an app in INSTALLED_APPS)"
+            ) from None
+        if found._meta.label_lower == settings.AUTH_USER_MODEL.lower():
+            return field, AUTH_USER_MODEL
+        if found._meta.app_label == app_label:
+            # Its migrations would have to come both before and after the generated
+            # ones, and the generated models.py would replace its own.
+            raise InvalidOption(
+                f"--owner-model {found._meta.label!r} is in the app the generator "
+                f"writes ({app_label!r}); name an owner model of another app"
+            )
+        if found._meta.swapped:
+            raise InvalidOption(
+                f"--owner-model {model!r} is swapped out for {found._meta.swapped!r}"
+            )
+        return field, found._meta.label
+
+    def owner_dependency(self, owner_model: str | None) -> tuple[str, str] | None:
+        """The owner app's latest migration: the generated migration needs the owner
+        table, and the latest is what makemigrations would depend on."""
+        if owner_model is None or owner_model == AUTH_USER_MODEL:
+            return None
+        app_label = owner_model.partition(".")[0]
+        loader = MigrationLoader(None, ignore_no_migrations=True)
+        leaves = sorted(loader.graph.leaf_nodes(app_label))
+        if not leaves:
+            raise InvalidOption(
+                f"--owner-model {owner_model!r}: the app {app_label!r} has no "
+                f"migrations; run `manage.py makemigrations {app_label}` first"
+            )
+        return leaves[-1]
+
+    def check_scope(self, path: str) -> None:
+        try:
+            scope = import_string(path)
+        except ImportError as exc:
+            raise CommandError(f"--scope {path!r} cannot be imported: {exc}") from None
+        if not isinstance(scope, type):
+            raise CommandError(f"--scope {path!r} is not a class")
+
+    def check_app_label(self, setup: SetupOptions) -> None:
+        # The generated models make the target an app labelled by its last
+        # component; another installed app with that label would clash with it.
+        for config in apps.get_app_configs():
+            if config.label == setup.app_label and config.name != setup.target:
+                raise CommandError(
+                    f"The target {setup.target!r} would be an app labelled "
+                    f"{setup.app_label!r}, the label of the installed {config.name!r}; "
+                    "choose another package name"
+                )
+
+    # Files ----------------------------------------------------------------------
+    def base_dir(self, given: str | None) -> Path:
+        base = given or getattr(settings, "BASE_DIR", None) or Path.cwd()
+        path = Path(base).resolve()
+        if not path.is_dir():
+            raise CommandError(f"--base-dir {str(base)!r} is not a directory")
+        return path
+
+    def check_targets(
+        self, base: Path, files: dict[str, str], *, force: bool
+    ) -> set[str]:
+        """The files that exist; CommandError (before anything is written) when one
+        exists without ``--force``, or when a path cannot be a file at all."""
+        existing = set()
+        for relative in files:
+            path = base / relative
+            for parent in path.parents:
+                if parent == base:
+                    break
+                if parent.exists() and not parent.is_dir():
+                    raise CommandError(
+                        f"{parent.relative_to(base)} is a file, not a package "
+                        "directory; nothing was written"
+                    )
+            if path.is_dir() or (path.exists() and not path.is_file()):
+                raise CommandError(f"{relative} exists and is not a file")
+            if path.exists():
+                existing.add(relative)
+        if existing and not force:
+            first = sorted(existing)[0]
+            others = f" and {len(existing) - 1} more" if len(existing) > 1 else ""
+            raise CommandError(
+                f"{first}{others} already exist; nothing was written "
+                "(pass --force to overwrite)"
+            )
+        return existing
+
+    def next_steps(self, setup: SetupOptions) -> str:
+        lines = [""]
+        settings_lines = generator.settings_lines(setup)
+        if settings_lines:
+            lines.append("Add to your settings:")
+            lines += [f"    {line}" for line in settings_lines]
+        else:
+            lines.append(
+                "Settings: nothing to add (conversations are sagents_django's "
+                "Conversation, owned by users)."
+            )
+        lines += [
+            "",
+            "Add to your root URLconf (with `from django.urls import include, path`):",
+            *(f"    {line}" for line in generator.url_lines(setup)),
+            "",
+            "Then run `manage.py migrate`, and open a conversation with:",
+            f"    from {setup.coordinator} import start_conversation_session",
+        ]
+        if setup.owner_type not in ("user", "none") and setup.scope == DEFAULT_SCOPE:
+            lines += [
+                "",
+                f"Note: the default Scope makes the signed-in user the owner; "
+                f"conversations owned by a {setup.owner_type} need a Scope whose "
+                f"owner is the {setup.owner_type} (see sagents_django.scope), named "
+                'by --scope and SAGENTS["SCOPE"].',
+            ]
+        return "\n".join(lines)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"    | {line}" if line else "    |" for line in text.splitlines())

@@ -1,0 +1,204 @@
+"""The core's persistence protocols, implemented over the services and models.
+
+The runtime calls these from a worker during a turn, so they never raise into the
+agent: a failed write is logged (with its traceback) and answered with None, or
+``[]`` from ``save_message``, and the turn goes on; the database stays the truth and
+the next checkpoint tries again. A tool call or interrupted result that is not found
+is an expected answer (the card was never saved, or is in another state) and is
+logged as a warning. Every call runs in its own savepoint, so a failed statement
+never poisons a transaction the caller has open.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+from sagents_django import services
+from sagents_django.core.display import extract_display_items
+from sagents_django.core.messages import Message
+from sagents_django.core.persistence import (
+    LIFECYCLES,
+    PersistenceContext,
+    SyntheticMessage,
+    ToolInfo,
+    ToolStatus,
+)
+from sagents_django.exceptions import NotFound
+from sagents_django.models import AgentState, DisplayMessage
+
+logger = logging.getLogger(__name__)
+
+MESSAGE_METADATA_KEYS = ("sender_user_id", "sender_display_name")
+"""Keys of ``Message.metadata`` copied onto each display row (who sent it)."""
+
+
+class DjangoAgentPersistence:
+    """``AgentPersistence`` over ``AgentState`` rows."""
+
+    def load_state(
+        self, scope: Any, context: PersistenceContext
+    ) -> dict[str, Any] | None:
+        if context.conversation_id is None:
+            return None
+        try:
+            with transaction.atomic():
+                return services.load_agent_state(scope, context.conversation_id)
+        except Exception:
+            logger.exception("Could not load the state of %s", context.agent_id)
+            return None
+
+    def persist_state(
+        self, scope: Any, state_data: dict[str, Any], context: PersistenceContext
+    ) -> AgentState | None:
+        if context.lifecycle not in LIFECYCLES:
+            logger.error(
+                "Not persisting the state of %s: unknown lifecycle %r",
+                context.agent_id,
+                context.lifecycle,
+            )
+            return None
+        try:
+            with transaction.atomic():
+                return services.save_agent_state(
+                    scope, context.conversation_id, state_data
+                )
+        except Exception:
+            logger.exception(
+                "Could not persist the state of %s (%s)",
+                context.agent_id,
+                context.lifecycle,
+            )
+            return None
+
+
+class DjangoDisplayMessagePersistence:
+    """``DisplayMessagePersistence`` over ``DisplayMessage`` rows."""
+
+    def save_message(
+        self, scope: Any, message: Message, context: PersistenceContext
+    ) -> list[DisplayMessage]:
+        try:
+            items = display_rows(message)
+            if not items:
+                return []
+            with transaction.atomic():
+                return services.append_display_messages(
+                    scope, context.conversation_id, items
+                )
+        except Exception:
+            logger.exception(
+                "Could not save a %s message of %s",
+                getattr(message, "role", "?"),
+                context.agent_id,
+            )
+            return []
+
+    def update_tool_status(
+        self,
+        scope: Any,
+        status: ToolStatus,
+        tool_info: ToolInfo,
+        context: PersistenceContext,
+    ) -> DisplayMessage | None:
+        def update() -> DisplayMessage:
+            call_id = tool_info["call_id"]
+            where = {"conversation_id": context.conversation_id}
+            if status == "executing":
+                return services.mark_tool_executing(scope, call_id, **where)
+            if status == "completed":
+                extra = _pick(tool_info, "result", "display_text")
+                return services.complete_tool_call(scope, call_id, extra, **where)
+            if status == "failed":
+                extra = _pick(tool_info, "error")
+                return services.fail_tool_call(scope, call_id, extra, **where)
+            if status == "interrupted":
+                extra = _pick(tool_info, "display_text")
+                return services.interrupt_tool_call(scope, call_id, extra, **where)
+            if status == "cancelled":
+                return services.cancel_tool_call(scope, call_id, **where)
+            raise ValueError(f"Unknown tool status {status!r}")
+
+        return self._guarded(update, f"mark a tool call {status}", context)
+
+    def resolve_tool_result(
+        self, scope: Any, tool_call_id: str, content: str, context: PersistenceContext
+    ) -> DisplayMessage | None:
+        return self._guarded(
+            lambda: services.resolve_interrupted_tool_result(
+                scope,
+                tool_call_id,
+                content,
+                conversation_id=context.conversation_id,
+            ),
+            "resolve an interrupted tool result",
+            context,
+        )
+
+    def save_synthetic_message(
+        self, scope: Any, message: SyntheticMessage, context: PersistenceContext
+    ) -> DisplayMessage | None:
+        return self._guarded(
+            lambda: services.append_display_messages(
+                scope, context.conversation_id, [message]
+            )[0],
+            "save a synthetic message",
+            context,
+            missing_is_normal=False,
+        )
+
+    def _guarded(
+        self,
+        write: Any,
+        doing: str,
+        context: PersistenceContext,
+        *,
+        missing_is_normal: bool = True,
+    ) -> DisplayMessage | None:
+        try:
+            with transaction.atomic():
+                return write()
+        except NotFound as exc:
+            if not missing_is_normal:
+                logger.exception("Could not %s for %s", doing, context.agent_id)
+            else:
+                logger.warning("Could not %s for %s: %s", doing, context.agent_id, exc)
+        except Exception:
+            logger.exception("Could not %s for %s", doing, context.agent_id)
+        return None
+
+
+def display_rows(message: Message) -> list[dict[str, Any]]:
+    """The display-row attributes of ``message``: one per display item, numbered by
+    ``sequence``; tool calls start pending, interrupted results are marked."""
+    shared = {
+        k: message.metadata[k] for k in MESSAGE_METADATA_KEYS if k in message.metadata
+    }
+    if message.status != "complete":
+        shared["stop_reason"] = message.status
+    interrupted = {r.tool_call_id: r for r in message.tool_results if r.is_interrupt}
+    rows = []
+    for sequence, item in enumerate(extract_display_items(message)):
+        content = item["content"]
+        kind = item["type"]
+        if kind == "tool_result" and content.get("tool_call_id") in interrupted:
+            result = interrupted[content["tool_call_id"]]
+            content = {**content, "is_interrupt": True}
+            if result.display_text:
+                content["display_text"] = result.display_text
+        rows.append(
+            {
+                "message_type": item["message_type"],
+                "content_type": kind,
+                "content": content,
+                "sequence": sequence,
+                "metadata": dict(shared),
+            }
+        )
+    return rows
+
+
+def _pick(info: ToolInfo, *keys: str) -> dict[str, Any]:
+    return {k: info[k] for k in keys if info.get(k) is not None}  # type: ignore[literal-required]

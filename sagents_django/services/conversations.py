@@ -1,0 +1,284 @@
+"""Conversations: create, read, update, delete, list, search, all within a scope.
+
+The scope decides ownership (``Scope.filter_conversations``); everything here reads
+through ``owned_conversations(scope)``, so a conversation outside the scope behaves
+exactly like one that does not exist.
+
+List cursors are opaque strings that carry the sort key of the last row seen
+(``(updated_at, id)`` by default): a conversation's ``updated_at`` changes whenever
+it is used, so a cursor naming only a row id would move under the reader's feet.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+import swapper
+from django.db import models, transaction
+from django.db.models import F
+from django.db.models.fields.tuple_lookups import (
+    Tuple,
+    TupleGreaterThan,
+    TupleLessThan,
+)
+from django.http import Http404
+from django.utils import timezone
+
+from sagents_django.exceptions import InvalidInput, NotFound
+from sagents_django.models import DisplayMessage
+from sagents_django.scope import Scope
+
+from .validation import clean_mapping, clean_text, parse_int, parse_uuid
+
+if TYPE_CHECKING:
+    from sagents_django.models import AbstractConversation
+
+METADATA_MAX_BYTES: Final = 1024 * 1024
+"""Largest conversation or display-message metadata document (UTF-8 JSON bytes)."""
+TITLE_MAX_LENGTH: Final = 255
+ORDERINGS: Final = (
+    "-updated_at",
+    "updated_at",
+    "-created_at",
+    "created_at",
+    "title",
+    "-title",
+)
+MAX_PAGE: Final = 1000
+SEARCH_MAX_LENGTH: Final = 200
+SEARCH_MAX_RESULTS: Final = 100
+
+_UNSET: Any = object()
+
+
+def conversation_model() -> type[AbstractConversation]:
+    """The active (possibly swapped) conversation model."""
+    return swapper.load_model("sagents_django", "Conversation")
+
+
+def owned_conversations(scope: Scope) -> models.QuerySet:
+    """Every conversation ``scope`` owns."""
+    return scope.filter_conversations(conversation_model()._default_manager.all())
+
+
+def owned_ids(scope: Scope) -> models.QuerySet:
+    """The ids of the conversations ``scope`` owns, as a subquery."""
+    return owned_conversations(scope).values("pk")
+
+
+def conversation_pk(value: Any) -> uuid.UUID:
+    """The id of a conversation given as an instance, a UUID or its string."""
+    if isinstance(value, models.Model):
+        value = value.pk
+    return parse_uuid(value, what="conversation_id")
+
+
+def require_conversation(
+    scope: Scope, conversation_id: Any, *, touch: bool
+) -> uuid.UUID:
+    """The parsed id of a conversation ``scope`` owns, or NotFound.
+
+    ``touch`` also moves its ``updated_at`` to now (it was just used), in the same
+    query that checks ownership.
+    """
+    pk = conversation_pk(conversation_id)
+    owned = owned_conversations(scope).filter(pk=pk)
+    found = owned.update(updated_at=timezone.now()) if touch else owned.exists()
+    if not found:
+        raise NotFound("conversation", str(pk))
+    return pk
+
+
+def create_conversation(
+    scope: Scope, *, title: str = "", metadata: dict[str, Any] | None = None
+) -> AbstractConversation:
+    """A new conversation owned by ``scope`` (PermissionDenied if it owns nothing)."""
+    model = conversation_model()
+    title = clean_text(title, what="title", max_length=TITLE_MAX_LENGTH, strip=True)
+    metadata = clean_mapping(metadata, what="metadata", max_bytes=METADATA_MAX_BYTES)
+    owner = scope.owner_values(model)
+    return model._default_manager.create(title=title, metadata=metadata, **owner)
+
+
+def get_conversation(scope: Scope, conversation_id: Any) -> AbstractConversation | None:
+    """The conversation, or None when it does not exist in ``scope``."""
+    pk = conversation_pk(conversation_id)
+    return owned_conversations(scope).filter(pk=pk).first()
+
+
+def get_conversation_or_404(scope: Scope, conversation_id: Any) -> AbstractConversation:
+    """For views: the conversation, or Http404 (a malformed id is not found too)."""
+    try:
+        conversation = get_conversation(scope, conversation_id)
+    except InvalidInput:
+        conversation = None
+    if conversation is None:
+        raise Http404("Conversation not found.")
+    return conversation
+
+
+def update_conversation(
+    scope: Scope,
+    conversation_id: Any,
+    *,
+    title: str = _UNSET,
+    metadata: dict[str, Any] = _UNSET,
+) -> AbstractConversation:
+    """Set the title and/or replace the metadata; NotFound outside ``scope``."""
+    pk = conversation_pk(conversation_id)
+    fields = ["updated_at"]
+    if title is not _UNSET:
+        title = clean_text(title, what="title", max_length=TITLE_MAX_LENGTH, strip=True)
+        fields.append("title")
+    if metadata is not _UNSET:
+        if not isinstance(metadata, dict):
+            raise InvalidInput(
+                f"metadata must be a dict, not {type(metadata).__name__}"
+            )
+        metadata = clean_mapping(
+            metadata, what="metadata", max_bytes=METADATA_MAX_BYTES
+        )
+        fields.append("metadata")
+    with transaction.atomic():
+        conversation = (
+            owned_conversations(scope).select_for_update().filter(pk=pk).first()
+        )
+        if conversation is None:
+            raise NotFound("conversation", str(pk))
+        if title is not _UNSET:
+            conversation.title = title
+        if metadata is not _UNSET:
+            conversation.metadata = metadata
+        conversation.save(update_fields=fields)
+    return conversation
+
+
+def delete_conversation(scope: Scope, conversation_id: Any) -> None:
+    """Delete it with its state, display messages and runs; NotFound outside scope."""
+    pk = conversation_pk(conversation_id)
+    with transaction.atomic():
+        deleted, _ = owned_conversations(scope).filter(pk=pk).delete()
+    if not deleted:
+        raise NotFound("conversation", str(pk))
+
+
+def list_conversations(
+    scope: Scope,
+    *,
+    order_by: str = "-updated_at",
+    limit: int = 50,
+    offset: int = 0,
+    cursor: str | None = None,
+) -> list[AbstractConversation]:
+    """A page of ``scope``'s conversations.
+
+    ``order_by`` is one of ``ORDERINGS`` (ties broken by id). Page with ``offset``,
+    or, stable under concurrent writes, with ``cursor=conversation_cursor(last_row,
+    order_by=...)`` of the previous page (not both).
+    """
+    if not isinstance(order_by, str) or order_by not in ORDERINGS:
+        raise InvalidInput(
+            f"order_by must be one of {', '.join(ORDERINGS)}; got {order_by!r}"
+        )
+    limit = parse_int(limit, what="limit", minimum=1, maximum=MAX_PAGE)
+    offset = parse_int(offset, what="offset", maximum=2**31 - 1)
+    descending = order_by.startswith("-")
+    field = order_by.lstrip("-")
+    queryset = owned_conversations(scope).order_by(
+        order_by, "-pk" if descending else "pk"
+    )
+    if cursor is not None:
+        if offset:
+            raise InvalidInput("Pass either offset or cursor, not both")
+        value, pk = _decode_cursor(cursor, order_by)
+        lookup = TupleLessThan if descending else TupleGreaterThan
+        queryset = queryset.filter(lookup(Tuple(F(field), F("pk")), (value, pk)))
+    return list(queryset[offset : offset + limit])
+
+
+def conversation_cursor(
+    conversation: AbstractConversation, *, order_by: str = "-updated_at"
+) -> str:
+    """The cursor that continues a list after ``conversation``."""
+    if order_by not in ORDERINGS:
+        raise InvalidInput(
+            f"order_by must be one of {', '.join(ORDERINGS)}; got {order_by!r}"
+        )
+    value = getattr(conversation, order_by.lstrip("-"))
+    if isinstance(value, datetime):
+        value = value.isoformat()
+    raw = json.dumps([order_by, value, str(conversation.pk)], ensure_ascii=False)
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: Any, order_by: str) -> tuple[Any, uuid.UUID]:
+    bad = InvalidInput(f"cursor {str(cursor)[:80]!r} is not a conversation list cursor")
+    if not isinstance(cursor, str) or len(cursor) > 2048:
+        raise bad
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        ordering, value, pk = json.loads(raw)
+        pk = uuid.UUID(pk)
+    except (binascii.Error, ValueError, TypeError, AttributeError):
+        raise bad from None
+    if ordering != order_by:
+        raise InvalidInput(
+            f"cursor was made for order_by={ordering!r}, not {order_by!r}"
+        )
+    if order_by.lstrip("-") == "title":
+        if not isinstance(value, str):
+            raise bad
+        return value, pk
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise bad from None
+    if timezone.is_naive(moment):
+        raise bad
+    return moment, pk
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SearchResult:
+    """A conversation that matched by title (``message`` None) or by a message."""
+
+    conversation: Any
+    message: DisplayMessage | None = None
+
+
+def search_messages(scope: Scope, query: str, *, limit: int = 20) -> list[SearchResult]:
+    """Conversations whose title, and display messages whose text, contain ``query``
+    (case-insensitive; on SQLite for ASCII letters only), newest first, titles
+    before messages, at most ``limit`` results."""
+    query = clean_text(query, what="query", max_length=SEARCH_MAX_LENGTH, strip=True)
+    if not query:
+        raise InvalidInput("query must contain something besides spaces")
+    limit = parse_int(limit, what="limit", minimum=1, maximum=SEARCH_MAX_RESULTS)
+    owned = owned_conversations(scope)
+    results = [
+        SearchResult(conversation=c)
+        for c in owned.filter(title__icontains=query).order_by("-updated_at", "-pk")[
+            :limit
+        ]
+    ]
+    remaining = limit - len(results)
+    if remaining:
+        messages = (
+            DisplayMessage.objects.filter(
+                conversation__in=owned.values("pk"),
+                content_type__in=("text", "thinking"),
+                content__text__icontains=query,
+            )
+            .select_related("conversation")
+            .order_by("-inserted_at", "-id")[:remaining]
+        )
+        results.extend(
+            SearchResult(conversation=m.conversation, message=m) for m in messages
+        )
+    return results

@@ -1,0 +1,248 @@
+"""Display messages: what people see of a conversation, one row per item.
+
+Rows are ordered by ``(inserted_at, sequence, id)`` (the ``sagents_dm_conv_order``
+index). Pagination cursors are row ids: a row's sort key never changes once
+written, so its id names a fixed position, the UI already holds the ids of the rows
+it shows, and an id is trivially validated. ``before``/``after`` resolve the id to its
+sort key (one primary-key lookup, within the conversation) and then walk the index
+with a row-value comparison. The latest page is one query, ownership included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from django.db import transaction
+from django.db.models import F
+from django.db.models.fields.tuple_lookups import (
+    Tuple,
+    TupleGreaterThan,
+    TupleLessThan,
+)
+
+from sagents_django.conf import sagents_settings
+from sagents_django.exceptions import InvalidInput
+from sagents_django.models import (
+    CONTENT_TYPES,
+    DISPLAY_STATUSES,
+    MESSAGE_TYPES,
+    DisplayMessage,
+)
+from sagents_django.scope import Scope
+
+from .conversations import (
+    METADATA_MAX_BYTES,
+    conversation_pk,
+    owned_conversations,
+    owned_ids,
+    require_conversation,
+)
+from .validation import choice, clean_json, clean_mapping, clean_text, parse_int
+
+MAX_SEQUENCE: Final = 2**31 - 1
+MAX_LOAD: Final = 10_000
+"""Largest ``limit`` of ``load_display_messages``."""
+ATTRIBUTES: Final = frozenset(
+    (
+        "message_type",
+        "content_type",
+        "content",
+        "status",
+        "sequence",
+        "metadata",
+        "tool_call_id",
+    )
+)
+_ORDER = ("inserted_at", "sequence", "id")
+_ORDER_DESC = ("-inserted_at", "-sequence", "-id")
+
+
+def build_display_message(
+    conversation_id: Any,
+    *,
+    message_type: str,
+    content_type: str,
+    content: dict[str, Any],
+    status: str | None = None,
+    sequence: int = 0,
+    metadata: dict[str, Any] | None = None,
+    tool_call_id: str | None = None,
+) -> DisplayMessage:
+    """A validated, unsaved row. ``status`` None means: "pending" for a tool call,
+    "interrupted" for a tool result marked ``is_interrupt``, else "completed".
+    ``tool_call_id`` None is taken from the content of tool calls and results."""
+    choice(message_type, MESSAGE_TYPES, what="message_type")
+    choice(content_type, CONTENT_TYPES, what="content_type")
+    content, _ = clean_json(
+        content, what="content", max_bytes=sagents_settings.MAX_STATE_BYTES
+    )
+    metadata = clean_mapping(metadata, what="metadata", max_bytes=METADATA_MAX_BYTES)
+    sequence = parse_int(sequence, what="sequence", maximum=MAX_SEQUENCE)
+    if status is None:
+        status = _default_status(content_type, content)
+    else:
+        choice(status, DISPLAY_STATUSES, what="status")
+    if tool_call_id is None:
+        tool_call_id = _call_id_of(content_type, content)
+    tool_call_id = clean_text(tool_call_id, what="tool_call_id", max_length=255)
+    return DisplayMessage(
+        conversation_id=conversation_id,
+        message_type=message_type,
+        content_type=content_type,
+        content=content,
+        status=status,
+        sequence=sequence,
+        metadata=metadata,
+        tool_call_id=tool_call_id,
+    )
+
+
+def append_display_message(
+    scope: Scope, conversation_id: Any, **attributes: Any
+) -> DisplayMessage:
+    """Append one row (attributes as ``build_display_message``); NotFound outside
+    ``scope``. The conversation's ``updated_at`` moves to now."""
+    return append_display_messages(scope, conversation_id, [attributes])[0]
+
+
+def append_display_messages(
+    scope: Scope, conversation_id: Any, items: Iterable[Mapping[str, Any]]
+) -> list[DisplayMessage]:
+    """Append several rows in one INSERT (all validated first: one bad item and
+    none is written); returns them saved, with ids."""
+    pk = conversation_pk(conversation_id)
+    if isinstance(items, Mapping | str | bytes):
+        raise InvalidInput("items must be a list of attribute dicts")
+    rows = []
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise InvalidInput(
+                f"item {index} must be a dict, not {type(item).__name__}"
+            )
+        unknown = set(item) - ATTRIBUTES
+        if unknown:
+            raise InvalidInput(
+                f"item {index} has unknown attributes {sorted(map(str, unknown))}; "
+                f"allowed: {', '.join(sorted(ATTRIBUTES))}"
+            )
+        missing = {"message_type", "content_type", "content"} - set(item)
+        if missing:
+            raise InvalidInput(f"item {index} lacks {', '.join(sorted(missing))}")
+        rows.append(build_display_message(pk, **item))
+    if not rows:
+        require_conversation(scope, pk, touch=False)
+        return []
+    with transaction.atomic():
+        require_conversation(scope, pk, touch=True)
+        if len(rows) == 1:
+            rows[0].save(force_insert=True)
+        else:
+            DisplayMessage.objects.bulk_create(rows)
+    return rows
+
+
+def append_text_message(
+    scope: Scope,
+    conversation_id: Any,
+    message_type: str,
+    text: str,
+    *,
+    metadata: dict[str, Any] | None = None,
+) -> DisplayMessage:
+    """Append a text row."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"text must be a string, not {type(text).__name__}")
+    return append_display_message(
+        scope,
+        conversation_id,
+        message_type=message_type,
+        content_type="text",
+        content={"text": text},
+        metadata=metadata,
+    )
+
+
+def load_display_messages(
+    scope: Scope,
+    conversation_id: Any,
+    *,
+    limit: int | None = None,
+    before: int | str | None = None,
+    after: int | str | None = None,
+) -> list[DisplayMessage]:
+    """Rows in display order; ``[]`` when the conversation is not in ``scope``.
+
+    ``limit``: the latest ``limit`` rows (or, with only ``after``, the first
+    ``limit`` after it). ``before``/``after``: row ids (cursors); only rows strictly
+    before/after that row. A cursor that is not a row of this conversation is
+    InvalidInput.
+    """
+    pk = conversation_pk(conversation_id)
+    if limit is not None:
+        limit = parse_int(limit, what="limit", minimum=1, maximum=MAX_LOAD)
+    before_id = _cursor(before, "before")
+    after_id = _cursor(after, "after")
+    # Ownership is part of the query (one round trip for the latest page): rows of a
+    # conversation outside the scope simply do not match.
+    rows = DisplayMessage.objects.filter(
+        conversation_id=pk, conversation__in=owned_ids(scope)
+    )
+    cursors = [i for i in (before_id, after_id) if i is not None]
+    keys: dict[int, tuple[Any, ...]] = {}
+    if cursors:
+        keys = dict(
+            (key[2], key) for key in rows.filter(pk__in=cursors).values_list(*_ORDER)
+        )
+        missing = [i for i in cursors if i not in keys]
+        if missing:
+            if not owned_conversations(scope).filter(pk=pk).exists():
+                return []
+            raise InvalidInput(
+                f"cursor {missing[0]} is not a display message of this conversation"
+            )
+    # The redundant bound on the leading column gives backends without row-value
+    # comparison (SQLite gets an OR expansion) an index range to walk.
+    if before_id is not None:
+        key = keys[before_id]
+        rows = rows.filter(TupleLessThan(_KEY, key), inserted_at__lte=key[0])
+    if after_id is not None:
+        key = keys[after_id]
+        rows = rows.filter(TupleGreaterThan(_KEY, key), inserted_at__gte=key[0])
+    if limit is None:
+        return list(rows.order_by(*_ORDER))
+    if after_id is not None and before_id is None:
+        return list(rows.order_by(*_ORDER)[:limit])
+    latest = list(rows.order_by(*_ORDER_DESC)[:limit])
+    latest.reverse()
+    return latest
+
+
+_KEY = Tuple(F("inserted_at"), F("sequence"), F("id"))
+
+
+def display_message_cursor(message: DisplayMessage) -> int:
+    """The cursor naming ``message``'s position: its id."""
+    return message.pk
+
+
+def _cursor(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    return parse_int(value, what=what, minimum=1, maximum=2**63 - 1)
+
+
+def _default_status(content_type: str, content: dict[str, Any]) -> str:
+    if content_type == "tool_call":
+        return "pending"
+    if content_type == "tool_result" and content.get("is_interrupt") is True:
+        return "interrupted"
+    return "completed"
+
+
+def _call_id_of(content_type: str, content: dict[str, Any]) -> str:
+    key = {"tool_call": "call_id", "tool_result": "tool_call_id"}.get(content_type)
+    value = content.get(key) if key else None
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,191 @@
+"""Every service function, given a scope that does not own the conversation, answers
+"not found" (NotFound, None or [] as the reference says) and changes nothing."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.http import Http404
+
+from sagents_django import services
+from sagents_django.exceptions import NotFound
+from sagents_django.models import DisplayMessage
+from sagents_django.scope import Scope
+
+from .factories import envelope, snapshot, tool_call_row, tool_result_row
+
+pytestmark = pytest.mark.django_db
+
+CALL = "call-1"
+HELD = "call-held"
+
+Call = Callable[[Scope, Any], Any]
+
+CASES: dict[str, tuple[Call, Any]] = {
+    # name: (call with (scope, conversation), what a stranger gets)
+    "get_conversation": (lambda s, c: services.get_conversation(s, c.pk), None),
+    "get_conversation_or_404": (
+        lambda s, c: services.get_conversation_or_404(s, c.pk),
+        Http404,
+    ),
+    "update_conversation": (
+        lambda s, c: services.update_conversation(s, c.pk, title="Mine now"),
+        NotFound,
+    ),
+    "delete_conversation": (
+        lambda s, c: services.delete_conversation(s, c.pk),
+        NotFound,
+    ),
+    "list_conversations": (lambda s, c: services.list_conversations(s), []),
+    "search_messages": (lambda s, c: services.search_messages(s, "Paris"), []),
+    "save_agent_state": (
+        lambda s, c: services.save_agent_state(s, c.pk, envelope()),
+        NotFound,
+    ),
+    "load_agent_state": (lambda s, c: services.load_agent_state(s, c.pk), None),
+    "load_todos": (lambda s, c: services.load_todos(s, c.pk), []),
+    "append_display_message": (
+        lambda s, c: services.append_display_message(
+            s, c.pk, message_type="user", content_type="text", content={"text": "hi"}
+        ),
+        NotFound,
+    ),
+    "append_display_messages": (
+        lambda s, c: services.append_display_messages(
+            s,
+            c.pk,
+            [{"message_type": "user", "content_type": "text", "content": {}}],
+        ),
+        NotFound,
+    ),
+    "append_text_message": (
+        lambda s, c: services.append_text_message(s, c.pk, "user", "hi"),
+        NotFound,
+    ),
+    "load_display_messages": (
+        lambda s, c: services.load_display_messages(s, c.pk, limit=10),
+        [],
+    ),
+    "load_display_messages with a cursor": (
+        lambda s, c: services.load_display_messages(
+            s, c.pk, before=DisplayMessage.objects.filter(conversation=c).last().pk
+        ),
+        [],
+    ),
+    "mark_tool_executing": (
+        lambda s, c: services.mark_tool_executing(s, CALL),
+        NotFound,
+    ),
+    "complete_tool_call": (
+        lambda s, c: services.complete_tool_call(s, CALL, {"result": "x"}),
+        NotFound,
+    ),
+    "fail_tool_call": (
+        lambda s, c: services.fail_tool_call(s, CALL, {"error": "x"}),
+        NotFound,
+    ),
+    "interrupt_tool_call": (
+        lambda s, c: services.interrupt_tool_call(s, CALL, {"display_text": "x"}),
+        NotFound,
+    ),
+    "cancel_tool_call": (lambda s, c: services.cancel_tool_call(s, CALL), NotFound),
+    "record_hitl_decision": (
+        lambda s, c: services.record_hitl_decision(s, CALL, "approved"),
+        NotFound,
+    ),
+    "resolve_interrupted_tool_result": (
+        lambda s, c: services.resolve_interrupted_tool_result(s, HELD, "done"),
+        NotFound,
+    ),
+    # The same calls naming the conversation explicitly.
+    "mark_tool_executing in a conversation": (
+        lambda s, c: services.mark_tool_executing(s, CALL, conversation_id=c.pk),
+        NotFound,
+    ),
+    "resolve_interrupted_tool_result in a conversation": (
+        lambda s, c: services.resolve_interrupted_tool_result(
+            s, HELD, "done", conversation_id=c.pk
+        ),
+        NotFound,
+    ),
+}
+
+
+def test_every_public_service_function_has_a_tenancy_case() -> None:
+    public = {
+        name
+        for name in services.__all__
+        if callable(getattr(services, name)) and name[0].islower()
+    }
+    helpers = {
+        # Creating names no existing conversation (see test_conversations.py).
+        "create_conversation",
+        "build_display_message",
+        "conversation_cursor",
+        "conversation_model",
+        "display_message_cursor",
+        "owned_conversations",
+    }
+    assert public - helpers <= set(CASES)
+
+
+@pytest.fixture
+def owned_world(scope: Scope, conversation: Any) -> Any:
+    """A conversation with state, todos, messages and open tool calls, all Alice's."""
+    services.save_agent_state(
+        scope,
+        conversation.pk,
+        envelope(todos=[{"id": "t1", "content": "Book hotel", "status": "pending"}]),
+    )
+    services.append_text_message(scope, conversation.pk, "user", "Paris in May?")
+    tool_call_row(scope, conversation, CALL)
+    tool_call_row(scope, conversation, HELD)
+    tool_result_row(scope, conversation, HELD, interrupted=True)
+    return conversation
+
+
+@pytest.mark.parametrize("stranger", ["other_scope", "anonymous_scope"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_scope_that_does_not_own_the_conversation_gets_not_found(
+    name: str, stranger: str, owned_world: Any, request: pytest.FixtureRequest
+) -> None:
+    call, expected = CASES[name]
+    outsider: Scope = request.getfixturevalue(stranger)
+    before = snapshot()
+    if isinstance(expected, type) and issubclass(expected, Exception):
+        with pytest.raises(expected) as caught:
+            call(outsider, owned_world)
+        # The message never says the object exists elsewhere.
+        assert "not found" in str(caught.value).lower()
+        assert "another" not in str(caught.value).lower()
+    else:
+        assert call(outsider, owned_world) == expected
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_owner_gets_an_answer_from_the_same_calls(
+    name: str, scope: Scope, owned_world: Any
+) -> None:
+    call, expected = CASES[name]
+    result = call(scope, owned_world)  # raises nothing
+    if expected == []:
+        assert result
+    elif expected is None:
+        assert result is not None
+
+
+def test_an_id_of_another_tenant_is_indistinguishable_from_an_unknown_id(
+    other_scope: Scope, owned_world: Any
+) -> None:
+    with pytest.raises(NotFound) as theirs:
+        services.update_conversation(other_scope, owned_world.pk, title="x")
+    unknown = uuid.uuid4()
+    with pytest.raises(NotFound) as nobody:
+        services.update_conversation(other_scope, unknown, title="x")
+    assert str(theirs.value).replace(str(owned_world.pk), "ID") == str(
+        nobody.value
+    ).replace(str(unknown), "ID")

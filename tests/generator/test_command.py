@@ -1,0 +1,331 @@
+"""``manage.py sagents_setup`` through ``call_command``: writes, refusals, errors."""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from sagents_django.management.commands import sagents_setup
+
+from .helpers import REPO, ruff_problems
+
+GENERATED = (
+    "__init__.py",
+    "conversations.py",
+    "factory.py",
+    "coordinator.py",
+    "agent_persistence.py",
+    "display_message_persistence.py",
+)
+
+
+def setup(*args: str, **options: Any) -> str:
+    """Run the command; its standard output."""
+    out = StringIO()
+    call_command("sagents_setup", *args, stdout=out, **options)
+    return out.getvalue()
+
+
+def written(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_the_project_agents_package_is_the_generators_output(tmp_path: Path) -> None:
+    setup("project.agents", base_dir=str(tmp_path))
+    ours = REPO / "project" / "agents"
+    fresh = tmp_path / "project" / "agents"
+
+    assert sorted(p.name for p in ours.glob("*.py")) == sorted(GENERATED)
+    for name in GENERATED:
+        assert (ours / name).read_bytes() == (fresh / name).read_bytes(), (
+            f"project/agents/{name} differs from the generator's output; "
+            "regenerate it with `manage.py sagents_setup project.agents --force`"
+        )
+
+
+def test_the_default_run_writes_the_modules_and_says_what_to_do_next(
+    tmp_path: Path,
+) -> None:
+    out = setup("project.agents", base_dir=str(tmp_path))
+
+    assert written(tmp_path) == sorted(f"project/agents/{n}" for n in GENERATED)
+    assert f"Wrote 6 files in {tmp_path}:" in out
+    assert "  project/agents/coordinator.py\n" in out
+    assert "Settings: nothing to add" in out
+    assert 'path("", include("sagents_django.urls")),' in out
+    assert "from project.agents.coordinator import start_conversation_session" in out
+
+
+def test_the_written_modules_pass_ruff(tmp_path: Path) -> None:
+    setup("project.agents", base_dir=str(tmp_path))
+
+    assert ruff_problems(tmp_path, written(tmp_path)) == ""
+
+
+def test_the_base_dir_defaults_to_settings_base_dir(
+    tmp_path: Path, settings: Any
+) -> None:
+    settings.BASE_DIR = tmp_path
+
+    setup("somewhere.agents", dry_run=True)
+    out = setup("somewhere.agents")
+
+    assert f"in {tmp_path}:" in out
+    assert (tmp_path / "somewhere" / "agents" / "factory.py").is_file()
+
+
+def test_a_dry_run_prints_what_it_would_write_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    out = setup("project.agents", base_dir=str(tmp_path), dry_run=True)
+
+    assert written(tmp_path) == []
+    assert f"Dry run: would write 6 files in {tmp_path}:" in out
+    assert "  project/agents/factory.py\n" in out
+    assert "def build_agent(" not in out
+
+
+def test_a_verbose_dry_run_prints_the_files_contents_too(tmp_path: Path) -> None:
+    out = setup("project.agents", base_dir=str(tmp_path), dry_run=True, verbosity=2)
+
+    assert "    | def build_agent(" in out
+    assert written(tmp_path) == []
+
+
+def test_verbosity_zero_writes_silently(tmp_path: Path) -> None:
+    out = setup("project.agents", base_dir=str(tmp_path), verbosity=0)
+
+    assert out == ""
+    assert len(written(tmp_path)) == 6
+
+
+def test_an_existing_file_stops_the_run_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    package = tmp_path / "project" / "agents"
+    package.mkdir(parents=True)
+    (package / "factory.py").write_text("# mine\n")
+
+    with pytest.raises(CommandError) as caught:
+        setup("project.agents", base_dir=str(tmp_path))
+
+    assert str(caught.value) == (
+        "project/agents/factory.py already exist; nothing was written "
+        "(pass --force to overwrite)"
+    )
+    assert written(tmp_path) == ["project/agents/factory.py"]
+    assert (package / "factory.py").read_text() == "# mine\n"
+
+
+def test_a_dry_run_refuses_as_the_real_run_would(tmp_path: Path) -> None:
+    setup("project.agents", base_dir=str(tmp_path))
+
+    with pytest.raises(CommandError, match=r"__init__\.py and 5 more already exist"):
+        setup("project.agents", base_dir=str(tmp_path), dry_run=True)
+
+
+def test_force_overwrites_existing_files(tmp_path: Path) -> None:
+    setup("project.agents", base_dir=str(tmp_path))
+    factory = tmp_path / "project" / "agents" / "factory.py"
+    generated = factory.read_text()
+    factory.write_text("# changed\n")
+
+    out = setup("project.agents", base_dir=str(tmp_path), force=True)
+
+    assert factory.read_text() == generated
+    assert "  project/agents/factory.py (overwritten)" in out
+
+
+def test_a_file_where_the_package_directory_should_be_is_refused(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "agents").write_text("")
+
+    with pytest.raises(CommandError, match="is a file, not a package directory"):
+        setup("project.agents", base_dir=str(tmp_path), force=True)
+    assert written(tmp_path) == ["project/agents"]
+
+
+def test_a_user_owner_with_another_table_prefix_gets_a_model_and_settings(
+    tmp_path: Path,
+) -> None:
+    out = setup("hostsite.chat", base_dir=str(tmp_path), table_prefix="ai_")
+
+    assert "hostsite/chat/migrations/0001_initial.py" in written(tmp_path)
+    assert '    INSTALLED_APPS += ["hostsite.chat"]' in out
+    assert '    SAGENTS_DJANGO_CONVERSATION_MODEL = "chat.Conversation"' in out
+    models = (tmp_path / "hostsite" / "chat" / "models.py").read_text()
+    assert "settings.AUTH_USER_MODEL," in models
+
+
+def test_the_owner_field_may_be_spelled_as_sagents_spells_the_column(
+    tmp_path: Path,
+) -> None:
+    setup("hostsite.chat", base_dir=str(tmp_path), owner_field="author_id")
+    models = (tmp_path / "hostsite" / "chat" / "models.py").read_text()
+
+    assert 'OWNER_FIELD = "author"' in models
+
+
+def test_naming_the_user_model_explicitly_is_the_default(tmp_path: Path) -> None:
+    out = setup("project.agents", base_dir=str(tmp_path), owner_model="auth.user")
+
+    assert "Settings: nothing to add" in out
+    assert len(written(tmp_path)) == 6
+
+
+def test_a_team_owner_with_the_default_scope_gets_a_note_about_the_scope(
+    tmp_path: Path,
+) -> None:
+    # auth.Group stands in for a team model: any installed model with migrations.
+    out = setup(
+        "hostsite.agents",
+        base_dir=str(tmp_path),
+        owner_type="team",
+        owner_model="auth.Group",
+    )
+
+    migration = (tmp_path / "hostsite/agents/migrations/0001_initial.py").read_text()
+    assert '("auth", "0012_alter_user_first_name_max_length"),' in migration
+    assert "Note: the default Scope makes the signed-in user the owner" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "message"),
+    [
+        (
+            ["project.agents"],
+            {"owner_type": "tenant"},
+            "--owner-type must be one of user, account, team, org, none, not 'tenant'",
+        ),
+        (
+            ["project.agents"],
+            {"owner_type": "team", "owner_model": "teams.Team"},
+            "--owner-model 'teams.Team' is not an installed model "
+            "(expected app_label.ModelName of an app in INSTALLED_APPS)",
+        ),
+        (
+            ["project.agents"],
+            {"owner_type": "team"},
+            "--owner-model 'agents.Team' is not an installed model "
+            "(expected app_label.ModelName of an app in INSTALLED_APPS)",
+        ),
+        (
+            ["project.agents"],
+            {"owner_type": "org", "owner_model": "nodot"},
+            "--owner-model 'nodot' is not an installed model "
+            "(expected app_label.ModelName of an app in INSTALLED_APPS)",
+        ),
+        (
+            ["1bad.path"],
+            {},
+            "The target package '1bad.path' is not a dotted Python module path "
+            "(bad component '1bad')",
+        ),
+        (
+            ["../x"],
+            {},
+            "The target package '../x' is not a dotted Python module path "
+            "(bad component '')",
+        ),
+        (
+            ["project.agents"],
+            {"factory": "project/agents/factory"},
+            "--factory 'project/agents/factory' is not a dotted Python module path "
+            "(bad component 'project/agents/factory')",
+        ),
+        (
+            ["project.agents"],
+            {"scope": "myapp.scope.Scope"},
+            "--scope 'myapp.scope.Scope' cannot be imported: No module named 'myapp'",
+        ),
+        (
+            ["project.agents"],
+            {"scope": "sagents_django.scope.NoSuchScope"},
+            "--scope 'sagents_django.scope.NoSuchScope' cannot be imported: "
+            'Module "sagents_django.scope" does not define a "NoSuchScope" '
+            "attribute/class",
+        ),
+        (
+            ["project.agents"],
+            {"scope": "sagents_django.scope.get_scope"},
+            "--scope 'sagents_django.scope.get_scope' is not a class",
+        ),
+        (
+            ["project.agents"],
+            {"owner_type": "none", "owner_field": "team"},
+            "--owner-field and --owner-model need an owner; --owner-type none has none",
+        ),
+        (
+            ["project.agents"],
+            {"owner_field": "metadata"},
+            "--owner-field 'metadata' is reserved; pick another field name",
+        ),
+        (
+            ["project.agents"],
+            {"table_prefix": "1"},
+            "--table-prefix must be lowercase letters, digits and underscores, "
+            "starting with a letter (at most 40), not '1'",
+        ),
+        (
+            ["project.auth"],
+            {"owner_type": "team", "owner_model": "auth.Group"},
+            "--owner-model 'auth.Group' is in the app the generator writes "
+            "('auth'); name an owner model of another app",
+        ),
+        (
+            ["project.auth"],
+            {"table_prefix": "ai_"},
+            "The target 'project.auth' would be an app labelled 'auth', the label "
+            "of the installed 'django.contrib.auth'; choose another package name",
+        ),
+    ],
+)
+def test_a_bad_option_is_one_error_line_and_writes_nothing(
+    tmp_path: Path, args: list[str], options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(CommandError) as caught:
+        setup(*args, base_dir=str(tmp_path), **options)
+
+    assert str(caught.value) == message
+    assert written(tmp_path) == []
+
+
+def test_a_missing_base_dir_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="is not a directory"):
+        setup("project.agents", base_dir=str(tmp_path / "nowhere"))
+
+
+def test_an_owner_app_without_migrations_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every app of the test project has migrations; a loader that finds none stands
+    # in for an app that was never migrated (a foreign key to it cannot be migrated).
+    class NoMigrations:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.graph = self
+
+        def leaf_nodes(self, app_label: str) -> list[tuple[str, str]]:
+            return []
+
+    monkeypatch.setattr(sagents_setup, "MigrationLoader", NoMigrations)
+
+    with pytest.raises(CommandError) as caught:
+        setup(
+            "project.agents",
+            base_dir=str(tmp_path),
+            owner_type="team",
+            owner_model="auth.Group",
+        )
+
+    assert str(caught.value) == (
+        "--owner-model 'auth.Group': the app 'auth' has no migrations; "
+        "run `manage.py makemigrations auth` first"
+    )
+    assert written(tmp_path) == []

@@ -1,0 +1,175 @@
+"""This project's generated agents package at work (user-owned conversations).
+
+The fresh-project test covers the generated code for a team-owned site; here the
+paths it leaves out run in-process against the fake OpenAI server: a turn that
+pauses for approval and is resumed in a new session, a message refused while the
+approval waits, a failing model, and another user's scope. Turns run through
+``run_turn_sync`` (and ``async_to_sync``), so the ORM calls come back to this
+thread and its test transaction.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
+
+from project.agents import conversations, factory
+from project.agents.coordinator import (
+    astart_conversation_session,
+    start_conversation_session,
+)
+from sagents_django import services
+from sagents_django.core import InvalidResume
+from sagents_django.exceptions import NotFound
+from sagents_django.scope import Scope
+from tests.fakes.openai_server import FakeOpenAIServer, fault, reply, tool_call
+
+pytestmark = pytest.mark.django_db
+
+PLAN = tool_call(
+    "write_todos",
+    {"todos": [{"content": "Book a venue", "status": "pending"}]},
+    id="call_plan",
+)
+
+
+@pytest.fixture
+def fake_model(settings: Any, fake_llm: FakeOpenAIServer) -> FakeOpenAIServer:
+    """The factory's model is the fake server, through settings as a site sets it."""
+    settings.SAGENTS = {"MODEL": fake_llm.model, "MODEL_PARAMS": fake_llm.model_params}
+    return fake_llm
+
+
+@pytest.fixture
+def scope(db: None) -> Scope:
+    return Scope.for_user(get_user_model().objects.create_user(username="alice"))
+
+
+@pytest.fixture
+def conversation(scope: Scope) -> Any:
+    return conversations.create_conversation(scope, title="Offsite")
+
+
+def display(scope: Scope, conversation: Any) -> list[tuple[str, str, str]]:
+    rows = conversations.load_display_messages(scope, conversation.pk)
+    return [(r.message_type, r.content_type, r.status) for r in rows]
+
+
+def test_an_approval_pause_is_stored_and_resumed_in_a_new_session(
+    fake_model: FakeOpenAIServer,
+    scope: Scope,
+    conversation: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(factory, "INTERRUPT_ON", {"write_todos": True})
+    fake_model.script(reply(tool_calls=[PLAN]), reply("Planned."))
+
+    paused = start_conversation_session(conversation.pk, scope=scope)
+    first = paused.run_turn_sync("Plan our offsite")
+    assert first.status == "interrupted"
+    assert first.interrupt_data is not None
+    assert first.interrupt_data["action_requests"][0]["tool_name"] == "write_todos"
+
+    # Another process, later: the interrupt comes back from the database, claimed
+    # by the HumanInTheLoop middleware of the rebuilt agent.
+    later = start_conversation_session(str(conversation.pk), scope=scope)
+    assert later.state.interrupt_data == first.interrupt_data
+    result = async_to_sync(later.resume)([{"type": "approve"}])
+
+    assert result.status == "completed"
+    assert result.last_message is not None
+    assert result.last_message.text == "Planned."
+    assert [t.content for t in conversations.load_todos(scope, conversation.pk)] == [
+        "Book a venue"
+    ]
+    stored = conversations.load_agent_state(scope, conversation.pk)
+    assert stored is not None
+    assert stored["state"]["interrupt_data"] is None
+    assert display(scope, conversation) == [
+        ("user", "text", "completed"),
+        ("assistant", "tool_call", "completed"),
+        ("tool", "tool_result", "completed"),
+        ("assistant", "text", "completed"),
+    ]
+
+
+def test_a_message_while_an_approval_waits_is_refused_and_saves_nothing(
+    fake_model: FakeOpenAIServer,
+    scope: Scope,
+    conversation: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(factory, "INTERRUPT_ON", {"write_todos": True})
+    fake_model.script(reply(tool_calls=[PLAN]))
+    session = start_conversation_session(conversation.pk, scope=scope)
+    session.run_turn_sync("Plan our offsite")
+    before = conversations.load_agent_state(scope, conversation.pk)
+
+    with pytest.raises(InvalidResume, match="waits for decisions"):
+        session.run_turn_sync("Hello?")
+
+    assert conversations.load_agent_state(scope, conversation.pk) == before
+    assert len(display(scope, conversation)) == 2
+    assert len(fake_model.requests) == 1
+
+
+def test_a_failing_model_ends_the_turn_with_its_error_and_keeps_the_message(
+    fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
+) -> None:
+    fake_model.script(fault.http(400, message="The prompt is not allowed."))
+    session = start_conversation_session(conversation.pk, scope=scope)
+
+    result = session.run_turn_sync("Plan our offsite")
+
+    assert result.status == "error"
+    assert "The prompt is not allowed." in (result.error or "")
+    stored = conversations.load_agent_state(scope, conversation.pk)
+    assert stored is not None
+    assert [m["role"] for m in stored["state"]["messages"]] == ["user"]
+    assert display(scope, conversation) == [("user", "text", "completed")]
+
+
+def test_another_users_scope_cannot_open_the_session(
+    fake_model: FakeOpenAIServer, conversation: Any
+) -> None:
+    mallory = get_user_model().objects.create_user(username="mallory")
+
+    with pytest.raises(NotFound, match="was not found"):
+        start_conversation_session(conversation.pk, scope=Scope.for_user(mallory))
+    assert fake_model.requests == []
+
+
+def test_an_async_caller_opens_the_same_session(
+    fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
+) -> None:
+    session = async_to_sync(astart_conversation_session)(
+        conversation.pk, scope=scope, filesystem_scope=("user", scope.owner_pk())
+    )
+
+    assert session.conversation == conversation
+    assert session.agent_id == conversation.agent_id
+    assert session.filesystem_scope == ("user", scope.owner_pk())
+    assert session.state.messages == []
+
+
+def test_every_conversation_function_matches_the_service_it_delegates_to() -> None:
+    # The generated functions spell out the services' parameters; a service whose
+    # signature changes must be caught here, not by a host at run time.
+    functions = {
+        name: value
+        for name, value in vars(conversations).items()
+        if inspect.isfunction(value) and value.__module__ == conversations.__name__
+    }
+
+    assert len(functions) == 20
+    for name, function in functions.items():
+        service = inspect.signature(getattr(services, name)).parameters
+        for parameter in inspect.signature(function).parameters.values():
+            if parameter.kind is parameter.VAR_KEYWORD:
+                continue
+            assert parameter.name in service, (name, parameter.name)
+            assert service[parameter.name].kind == parameter.kind, (name, parameter)
