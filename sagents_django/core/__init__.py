@@ -51,6 +51,11 @@ from .middleware.summarization import Summarization
 from .middleware.todo_list import TodoList
 from .modes import AgentExecution, AgentResult, Execution
 from .openai_format import messages_from_openai, messages_to_openai
+from .persistence import (
+    AgentPersistence,
+    DisplayMessagePersistence,
+    PersistenceContext,
+)
 from .preprocessing import (
     MentionExpander,
     MessagePreprocessor,
@@ -71,6 +76,7 @@ __all__ = [
     "EVENTS",
     "Agent",
     "AgentExecution",
+    "AgentPersistence",
     "AgentResult",
     "Callbacks",
     "ChatModel",
@@ -79,6 +85,7 @@ __all__ = [
     "ContentPart",
     "ConversationTitle",
     "DiskPersistence",
+    "DisplayMessagePersistence",
     "Execution",
     "FileEntry",
     "FileMetadata",
@@ -101,6 +108,7 @@ __all__ = [
     "ModelRequest",
     "PatchToolCalls",
     "Persistence",
+    "PersistenceContext",
     "PreprocessContext",
     "Resume",
     "SagentsError",

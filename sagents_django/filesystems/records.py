@@ -26,6 +26,10 @@ from typing import Any
 from django.core.files.base import ContentFile
 from django.core.files.storage import Storage
 
+from sagents_django.core.filesystem.backends.sidecar import (
+    entry_extras,
+    with_created_at,
+)
 from sagents_django.core.filesystem.entries import (
     FileEntry,
     FileMetadata,
@@ -97,23 +101,10 @@ def record_name(name: str) -> str:
 def record_for(entry: FileEntry) -> Record | None:
     """What a key cannot tell about ``entry``; None when nothing (files only: a
     directory always has a record, its only trace in an object store)."""
-    record: Record = {}
-    if entry.title is not None and entry.title != basename(entry.path):
-        record["title"] = entry.title
-    if entry.id is not None:
-        record["id"] = entry.id
-    if entry.file_type is not None:
-        record["file_type"] = entry.file_type
-    meta = entry.metadata
-    if meta is not None:
-        if meta.custom:
-            record["custom"] = dict(meta.custom)
-        if not entry.is_directory and meta.mime_type != guess_mime_type(entry.path):
-            record["mime_type"] = meta.mime_type
+    record = entry_extras(entry)
     if not record and not entry.is_directory:
         return None
-    if meta is not None and meta.created_at is not None:
-        record["created_at"] = meta.created_at.isoformat()
+    record = with_created_at(entry, record)
     return {"name": basename(entry.path), "entry_type": entry.entry_type, **record}
 
 

@@ -33,8 +33,9 @@ def record_name(parts: list[str]) -> str:
     return digest.hexdigest() + ".json"
 
 
-def record_for(entry: FileEntry, parts: list[str]) -> Record | None:
-    """What the name and stat cannot tell about ``entry``, or None."""
+def entry_extras(entry: FileEntry) -> Record:
+    """What a storage's names and stat cannot tell about ``entry`` (shared by every
+    backend that keeps sidecar records)."""
     record: Record = {}
     if entry.title is not None and entry.title != basename(entry.path):
         record["title"] = entry.title
@@ -45,13 +46,25 @@ def record_for(entry: FileEntry, parts: list[str]) -> Record | None:
     meta = entry.metadata
     if meta is not None:
         if meta.custom:
-            record["custom"] = meta.custom
+            record["custom"] = dict(meta.custom)
         if not entry.is_directory and meta.mime_type != guess_mime_type(entry.path):
             record["mime_type"] = meta.mime_type
-    if not record:
-        return None
+    return record
+
+
+def with_created_at(entry: FileEntry, record: Record) -> Record:
+    meta = entry.metadata
     if meta is not None and meta.created_at is not None:
         record["created_at"] = meta.created_at.isoformat()
+    return record
+
+
+def record_for(entry: FileEntry, parts: list[str]) -> Record | None:
+    """What the name and stat cannot tell about ``entry``, or None."""
+    record = entry_extras(entry)
+    if not record:
+        return None
+    record = with_created_at(entry, record)
     return {"path": "/".join(parts), "entry_type": entry.entry_type, **record}
 
 
