@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 from dataclasses import FrozenInstanceError, replace
 from pathlib import Path
 from typing import Any, get_args
@@ -68,22 +66,6 @@ def test_the_closed_sets_match_their_literals() -> None:
 def test_a_context_is_frozen(context: PersistenceContext) -> None:
     with pytest.raises(FrozenInstanceError):
         context.agent_id = "x"  # type: ignore[misc]
-
-
-def test_the_protocols_module_imports_no_django() -> None:
-    code = (
-        "import sys, sagents_django.core.persistence\n"
-        "print(sorted(n for n in sys.modules if n.startswith('django')))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout
-    assert out.strip() == "[]"
 
 
 def test_save_message_writes_one_row_per_display_item_in_sequence(
