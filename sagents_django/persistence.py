@@ -5,16 +5,16 @@ agent: a failed write is logged (with its traceback) and answered with None, or
 ``[]`` from ``save_message``, and the turn goes on; the database stays the truth and
 the next checkpoint tries again. A tool call or interrupted result that is not found
 is an expected answer (the card was never saved, or is in another state) and is
-logged as a warning. Every call runs in its own savepoint, so a failed statement
-never poisons a transaction the caller has open.
+logged as a warning. When the caller has a transaction open, every call runs in its
+own savepoint, so a failed statement never poisons that transaction; in autocommit
+there is nothing to protect, and the services' own transactions (or single
+statements) keep each write all-or-nothing.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
-
-from django.db import transaction
 
 from sagents_django import services
 from sagents_django.core.display import extract_display_items
@@ -28,6 +28,7 @@ from sagents_django.core.persistence import (
 )
 from sagents_django.exceptions import NotFound
 from sagents_django.models import AgentState, DisplayMessage
+from sagents_django.services.sql import isolated
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ class DjangoAgentPersistence:
         if context.conversation_id is None:
             return None
         try:
-            with transaction.atomic():
+            with isolated():
                 return services.load_agent_state(scope, context.conversation_id)
         except Exception:
             logger.exception("Could not load the state of %s", context.agent_id)
@@ -61,7 +62,7 @@ class DjangoAgentPersistence:
             )
             return None
         try:
-            with transaction.atomic():
+            with isolated():
                 return services.save_agent_state(
                     scope, context.conversation_id, state_data
                 )
@@ -84,7 +85,7 @@ class DjangoDisplayMessagePersistence:
             items = display_rows(message)
             if not items:
                 return []
-            with transaction.atomic():
+            with isolated():
                 return services.append_display_messages(
                     scope, context.conversation_id, items
                 )
@@ -158,7 +159,7 @@ class DjangoDisplayMessagePersistence:
         missing_is_normal: bool = True,
     ) -> DisplayMessage | None:
         try:
-            with transaction.atomic():
+            with isolated():
                 return write()
         except NotFound as exc:
             if not missing_is_normal:

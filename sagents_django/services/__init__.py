@@ -11,7 +11,8 @@ conversation gets ``PermissionDenied``.
 
 Modules: ``conversations`` (CRUD, list, search), ``state`` (agent state, todos),
 ``display`` (display messages), ``tool_calls`` (the tool-call card lifecycle),
-``validation`` (argument checks and the NUL policy).
+``validation`` (argument checks and the NUL policy), ``sql`` (the one-statement
+writes PostgreSQL gets for appends and tool-call transitions).
 """
 
 from __future__ import annotations

@@ -6,13 +6,17 @@ listed below, as in Sagents, and anything else is NotFound (no such call *in tha
 state* in the scope). ``conversation_id`` narrows the search to one conversation;
 pass it when known, since providers do not promise call ids unique across
 conversations. Among several matches the newest row wins.
+
+On PostgreSQL a transition is one statement (``sql``): an UPDATE of the row its
+locking SELECT finds, a transaction of its own in autocommit.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from django.db import transaction
+from django.core.exceptions import EmptyResultSet
+from django.db import connections, router, transaction
 from django.db.models import QuerySet
 
 from sagents_django.conf import sagents_settings
@@ -21,6 +25,7 @@ from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope
 
 from .conversations import METADATA_MAX_BYTES, conversation_pk, owned_ids
+from .sql import compiled, fetch, isolated, one_statement
 from .validation import clean_mapping, clean_text
 
 OPEN: Final = ("pending", "executing", "interrupted")
@@ -145,6 +150,14 @@ def _transition(
 ) -> DisplayMessage:
     call_id = _call_id(call_id)
     extra = clean_mapping(merge, what="metadata", max_bytes=METADATA_MAX_BYTES)
+    using = router.db_for_write(DisplayMessage)
+    if one_statement(using):
+        rows = _rows(scope, call_id, conversation_id, "tool_call")
+        with isolated(using):
+            row = _update_newest(rows.filter(status__in=only), to, extra, using)
+        if row is None:
+            raise _not_found(call_id, "tool_call", only)
+        return row
     with transaction.atomic():
         row = _find(scope, call_id, conversation_id, "tool_call", only)
         row.status = to
@@ -154,6 +167,41 @@ def _transition(
             fields.append("metadata")
         row.save(update_fields=fields)
     return row
+
+
+def _update_newest(
+    rows: QuerySet[DisplayMessage], to: str, extra: dict[str, Any], using: str
+) -> DisplayMessage | None:
+    """PostgreSQL: ``_find`` and the save of ``_transition`` as one statement, so in
+    autocommit it is one round trip. The subquery is ``_find``'s SELECT ... FOR
+    UPDATE (the newest row in scope and in a state the transition applies from,
+    locked before it changes); ``||`` merges ``extra`` into the metadata as
+    ``{**metadata, **extra}`` does. None when no row matches."""
+    connection = connections[using]
+    opts = DisplayMessage._meta
+    quote = connection.ops.quote_name
+    try:
+        # Compiled without select_for_update(), which Django refuses to compile in
+        # autocommit; the lock is added as text (PostgreSQL puts it after LIMIT).
+        target, params = compiled(rows.values("pk")[:1], connection)
+    except EmptyResultSet:  # the scope owns nothing at all
+        return None
+    status = quote(opts.get_field("status").column)
+    sets, set_params = [f"{status} = %s"], [to]
+    if extra:
+        field = opts.get_field("metadata")
+        metadata = quote(field.column)
+        sets.append(f"{metadata} = {metadata} || %s")
+        set_params.append(field.get_db_prep_save(extra, connection))
+    fields = list(opts.concrete_fields)
+    sql = (
+        f"UPDATE {quote(opts.db_table)} SET {', '.join(sets)} "
+        f"WHERE {quote(opts.pk.column)} = "
+        f"({target} {connection.ops.for_update_sql()}) "
+        f"RETURNING {', '.join(quote(f.column) for f in fields)}"
+    )
+    found = fetch(connection, sql, [*set_params, *params], fields)
+    return DisplayMessage.from_db(using, None, found[0]) if found else None
 
 
 def _call_id(value: Any) -> str:
@@ -188,10 +236,16 @@ def _find(
         rows = rows.filter(status__in=statuses)
     row = rows.select_for_update().first()
     if row is None:
-        what = "tool call" if content_type == "tool_call" else "tool result"
-        if statuses is not None:
-            states = ", ".join(statuses[:-1])
-            states = f"{states} or {statuses[-1]}" if states else statuses[-1]
-            what = f"{states} {what}"
-        raise NotFound(what, call_id)
+        raise _not_found(call_id, content_type, statuses)
     return row
+
+
+def _not_found(
+    call_id: str, content_type: str, statuses: tuple[str, ...] | None
+) -> NotFound:
+    what = "tool call" if content_type == "tool_call" else "tool result"
+    if statuses is not None:
+        states = ", ".join(statuses[:-1])
+        states = f"{states} or {statuses[-1]}" if states else statuses[-1]
+        what = f"{states} {what}"
+    return NotFound(what, call_id)

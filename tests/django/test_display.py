@@ -95,7 +95,8 @@ def test_bulk_append_saves_every_row_in_order_with_ids(
     with CaptureQueriesContext(connection) as queries:
         rows = services.append_display_messages(scope, conversation.pk, items)
     assert all(r.pk for r in rows)
-    inserts = [q for q in queries if q["sql"].startswith("INSERT")]
+    # On PostgreSQL the INSERT follows a WITH (the ownership check and touch).
+    inserts = [q for q in queries if "INSERT INTO" in q["sql"]]
     assert len(inserts) == 1
     loaded = services.load_display_messages(scope, conversation.pk)
     assert [r.content["text"] for r in loaded] == [f"m{i}" for i in range(5)]
