@@ -127,6 +127,9 @@ class Agent:
             entry.middleware.attach(self)
 
         self.base_tools: list[Tool] = list(tools)
+        for given in self.base_tools:
+            if not isinstance(given, Tool):
+                raise ConfigurationError(f"tools takes Tool objects, not {given!r}")
         """The tools given to the agent (``tools`` adds the middleware's)."""
         self.tools: list[Tool] = list(self.base_tools)
         for entry in self.middleware:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .exceptions import LLMError, StreamError
+from .exceptions import ConfigurationError, LLMError, StreamError
 from .messages import (
     ContentPart,
     Message,
@@ -110,13 +110,21 @@ class ChatModel:
 def as_model(value: Any) -> Any:
     """Accept a model string, a dict of ChatModel fields or a model object."""
     if isinstance(value, str):
+        if not value.strip():
+            raise ConfigurationError("A model string must not be empty")
         return ChatModel(model=value)
     if isinstance(value, dict):
-        return ChatModel(**value)
+        try:
+            return ChatModel(**value)
+        except TypeError as exc:
+            raise ConfigurationError(
+                f"Bad ChatModel fields {sorted(value)}: {exc}"
+            ) from exc
     if isinstance(value, StreamingModel):
         return value
-    raise TypeError(
-        f"A model must be a litellm model string or ChatModel, not {value!r}"
+    raise ConfigurationError(
+        f"A model must be a litellm model string, a dict of ChatModel fields or a "
+        f"ChatModel, not {value!r}"
     )
 
 

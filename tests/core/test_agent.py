@@ -956,3 +956,18 @@ async def test_the_result_carries_the_token_usage_of_every_model_call(
 
     assert result.status == "completed", result.error
     assert (result.usage.input, result.usage.output) == (30, 4)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"model": None},
+        {"model": 5},
+        {"model": "  "},
+        {"model": {"model": "x", "no_such_field": 1}},
+        {"model": "sagents/demo", "tools": ["not a tool"]},
+    ],
+)
+def test_bad_agent_options_are_configuration_errors(options):
+    with pytest.raises(ConfigurationError):
+        Agent(replace_default_middleware=True, **options)
