@@ -20,11 +20,12 @@ from __future__ import annotations
 import hashlib
 import keyword
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any, Final, Literal
+
+from .imports import import_sections
 
 OwnerType = Literal["user", "account", "team", "org", "none"]
 OWNER_TYPES: Final[tuple[OwnerType, ...]] = ("user", "account", "team", "org", "none")
@@ -33,7 +34,6 @@ DEFAULT_TABLE_PREFIX: Final = "sagents_"
 AUTH_USER_MODEL: Final = "settings.AUTH_USER_MODEL"
 """The owner model's reference in rendered code when it is the user model."""
 
-Imports = tuple[str, Sequence[str]]
 """A module and the names imported from it."""
 
 _MAX_INDEX_NAME = 30  # Django's limit (models.E034), for every database
@@ -315,12 +315,12 @@ def _context(options: SetupOptions) -> dict[str, Any]:
         "conversation_model": options.conversation_model,
         "table": f"{options.table_prefix}conversations",
         "index_name": _index_name(options.table_prefix, options.owner_field or ""),
-        "conversations_imports": _imports(
+        "conversations_imports": import_sections(
             f"{target}.conversations",
             stdlib=[("typing", ["TYPE_CHECKING", "Any"])],
             first_party=[("sagents_django", ["services"]), *scope],
         ),
-        "conversations_type_imports": _imports(
+        "conversations_type_imports": import_sections(
             f"{target}.conversations",
             first_party=[
                 ("sagents_django.core", ["Todo"]),
@@ -330,7 +330,7 @@ def _context(options: SetupOptions) -> dict[str, Any]:
             host=[conversation],
             indent="    ",
         ),
-        "factory_imports": _imports(
+        "factory_imports": import_sections(
             options.factory,
             stdlib=[("typing", ["Any"])],
             first_party=[
@@ -342,7 +342,7 @@ def _context(options: SetupOptions) -> dict[str, Any]:
                 *scope,
             ],
         ),
-        "coordinator_imports": _imports(
+        "coordinator_imports": import_sections(
             options.coordinator,
             stdlib=[
                 ("collections.abc", ["Callable", "Coroutine"]),
@@ -376,7 +376,7 @@ def _context(options: SetupOptions) -> dict[str, Any]:
                 (options.factory, ["build_agent"]),
             ],
         ),
-        "coordinator_type_imports": _imports(
+        "coordinator_type_imports": import_sections(
             options.coordinator, host=[conversation], indent="    "
         ),
     }
@@ -438,65 +438,3 @@ def _index_name(prefix: str, owner_field: str) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     return f"{prefix[: _MAX_INDEX_NAME - 14]}conv_{digest}"
-
-
-# Imports, sorted as ruff's isort sorts them ----------------------------------------
-def _imports(
-    module: str,
-    *,
-    stdlib: Sequence[Imports] = (),
-    third_party: Sequence[Imports] = (),
-    first_party: Sequence[Imports] = (),
-    host: Sequence[Imports] = (),
-    indent: str = "",
-) -> str:
-    """The import sections of ``module``, blank-line separated, in isort's order.
-
-    Host modules (``host``) in ``module``'s own package are imported relatively (the
-    last section), others absolutely among the first-party imports: where the package
-    lives then changes nothing but its name.
-    """
-    package = module.rpartition(".")[0]
-    absolute = list(first_party)
-    relative = []
-    for dotted, names in host:
-        parent, _, leaf = dotted.rpartition(".")
-        if parent == package:
-            relative.append((f".{leaf}", names))
-        else:
-            absolute.append((dotted, names))
-    sections = [] if indent else ["from __future__ import annotations"]
-    for section in (stdlib, third_party, absolute, relative):
-        lines = [_format_import(m, n, indent=indent) for m, n in _merged(section)]
-        if lines:
-            sections.append("\n".join(lines))
-    return "\n\n".join(sections)
-
-
-def _merged(imports: Sequence[Imports]) -> list[tuple[str, list[str]]]:
-    merged: dict[str, list[str]] = {}
-    for module, names in imports:
-        merged.setdefault(module, []).extend(names)
-    return sorted(merged.items(), key=lambda item: item[0].lower())
-
-
-def _name_key(name: str) -> tuple[int, str]:
-    # ruff's order-by-type: CONSTANTS, then Classes, then everything else.
-    if len(name) > 1 and name.isupper():
-        rank = 0
-    elif name[:1].isupper():
-        rank = 1
-    else:
-        rank = 2
-    return rank, name.lower()
-
-
-def _format_import(
-    module: str, names: Sequence[str], *, indent: str = "", width: int = 88
-) -> str:
-    names = sorted(dict.fromkeys(names), key=_name_key)
-    line = f"{indent}from {module} import {', '.join(names)}"
-    if len(line) <= width:
-        return line
-    body = "".join(f"{indent}    {n},\n" for n in names)
-    return f"{indent}from {module} import (\n{body}{indent})"
