@@ -20,8 +20,9 @@ so a UI can show it inside the task card; ``show_progress=False`` hides it.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -375,32 +376,26 @@ class SubAgent(Middleware):
             content=f"Sub-agent {run.subagent_type!r} failed: {run.error}",
         )
 
-    def _progress(self, subagent_type: str, call_id: str) -> Any:
-        return _ProgressScope(self, subagent_type, call_id)
+    @contextlib.contextmanager
+    def _progress(
+        self, subagent_type: str, call_id: str
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Route the sub-agent's events to the parent's handlers, tagged with the
+        sub-agent and the task call (or drop them); yields its callbacks."""
+        spec = self.specs.get(subagent_type)
+        if not (self.show_progress and (spec is None or spec.show_progress)):
+            with events.isolated_events():
+                yield []
+            return
+        tag = {"subagent": subagent_type, "task_call_id": call_id}
+        parent_handlers = events.current_handlers()
 
+        def forward(name: str, data: dict[str, Any]) -> None:
+            payload = {**tag, "event": name, "data": data}
+            events.dispatch(parent_handlers, "subagent_event", payload)
 
-class _ProgressScope:
-    """Routes a sub-agent's events to the parent's handlers, tagged (or drops them)."""
-
-    def __init__(self, middleware: SubAgent, subagent_type: str, call_id: str) -> None:
-        spec = middleware.specs.get(subagent_type)
-        self.visible = middleware.show_progress and (spec is None or spec.show_progress)
-        self.tag = {"subagent": subagent_type, "task_call_id": call_id}
-        self.parent_handlers = events.current_handlers()
-        self._scope: Any = None
-
-    def _forward(self, name: str, data: dict[str, Any]) -> None:
-        payload = {**self.tag, "event": name, "data": data}
-        events.dispatch(self.parent_handlers, "subagent_event", payload)
-
-    def __enter__(self) -> list[dict[str, Any]]:
-        handlers = (self._forward,) if self.visible else ()
-        self._scope = events.isolated_events(*handlers)
-        self._scope.__enter__()
-        return [_progress_callbacks()] if self.visible else []
-
-    def __exit__(self, *exc: Any) -> None:
-        self._scope.__exit__(*exc)
+        with events.isolated_events(forward):
+            yield [_progress_callbacks()]
 
 
 def _progress_callbacks() -> dict[str, Any]:
