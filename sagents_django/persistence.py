@@ -16,11 +16,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from sagents_django import services
 from sagents_django.core.display import extract_display_items
 from sagents_django.core.messages import Message
 from sagents_django.core.persistence import (
     LIFECYCLES,
+    DisplayMessagePersistence,
     PersistenceContext,
     SyntheticMessage,
     ToolInfo,
@@ -203,3 +206,48 @@ def display_rows(message: Message) -> list[dict[str, Any]]:
 
 def _pick(info: ToolInfo, *keys: str) -> dict[str, Any]:
     return {k: info[k] for k in keys if info.get(k) is not None}  # type: ignore[literal-required]
+
+
+def display_callbacks(
+    persistence: DisplayMessagePersistence,
+    scope: Any,
+    context: PersistenceContext,
+) -> dict[str, Any]:
+    """Agent callbacks that save each message and tool status as a turn goes.
+
+    Pass the result in ``callbacks=[...]`` of ``Agent.execute``/``resume``. They run
+    on the turn's event loop, so the (synchronous) persistence is reached through
+    ``sync_to_async``; a failed write is logged by the persistence and the turn goes on.
+    """
+    save = sync_to_async(persistence.save_message)
+    status = sync_to_async(persistence.update_tool_status)
+
+    async def on_message(_execution: Any, message: Message) -> None:
+        await save(scope, message, context)
+
+    async def on_tool_started(_execution: Any, call: Any, _tool: Any) -> None:
+        info = {"call_id": call.call_id, "name": call.name}
+        await status(scope, "executing", info, context)
+
+    async def on_tool_completed(_execution: Any, call: Any, result: Any) -> None:
+        if result.is_interrupt:
+            info = {"call_id": call.call_id, "display_text": result.display_text}
+            await status(scope, "interrupted", info, context)
+        else:
+            info = {"call_id": call.call_id, "name": call.name, "result": result.text}
+            await status(scope, "completed", info, context)
+
+    async def on_tool_failed(_execution: Any, call: Any, result: Any) -> None:
+        info = {"call_id": call.call_id, "name": call.name, "error": result.text}
+        await status(scope, "failed", info, context)
+
+    return {
+        # Assistant replies (tool calls start as pending cards), tool results, and the
+        # partial text a failed model call leaves.
+        "on_llm_new_message": on_message,
+        "on_tool_response_created": on_message,
+        "on_error_message_created": on_message,
+        "on_tool_execution_started": on_tool_started,
+        "on_tool_execution_completed": on_tool_completed,
+        "on_tool_execution_failed": on_tool_failed,
+    }

@@ -29,6 +29,7 @@ from sagents_django.core.serialization import (
     serialize_server_state,
 )
 from sagents_django.exceptions import NotFound
+from sagents_django.persistence import display_callbacks
 from sagents_django.scope import Scope
 
 from .agent_persistence import AgentPersistence
@@ -178,41 +179,5 @@ class Session:
         await persist(self.scope, data, self.context(lifecycle))
 
     def callbacks(self) -> dict[str, Callable[..., Any]]:
-        """Handlers that save each message and tool status as the turn goes.
-
-        They run on the turn's event loop, so the (synchronous) persistence is reached
-        through ``sync_to_async``; a failed write is logged and the turn goes on.
-        """
-        scope, context = self.scope, self.context()
-        save = sync_to_async(self.display_persistence.save_message)
-        status = sync_to_async(self.display_persistence.update_tool_status)
-
-        async def on_message(_execution: Any, message: Message) -> None:
-            await save(scope, message, context)
-
-        async def on_tool_started(_execution: Any, call: Any, _tool: Any) -> None:
-            info = {"call_id": call.call_id, "name": call.name}
-            await status(scope, "executing", info, context)
-
-        async def on_tool_completed(_execution: Any, call: Any, result: Any) -> None:
-            if result.is_interrupt:
-                info = {"call_id": call.call_id, "display_text": result.display_text}
-                await status(scope, "interrupted", info, context)
-            else:
-                info = {"call_id": call.call_id, "result": result.text}
-                await status(scope, "completed", info, context)
-
-        async def on_tool_failed(_execution: Any, call: Any, result: Any) -> None:
-            info = {"call_id": call.call_id, "name": call.name, "error": result.text}
-            await status(scope, "failed", info, context)
-
-        return {
-            # Assistant replies (tool calls start as pending cards), tool results,
-            # and the partial text a failed model call leaves.
-            "on_llm_new_message": on_message,
-            "on_tool_response_created": on_message,
-            "on_error_message_created": on_message,
-            "on_tool_execution_started": on_tool_started,
-            "on_tool_execution_completed": on_tool_completed,
-            "on_tool_execution_failed": on_tool_failed,
-        }
+        """Handlers that save each message and tool status as the turn goes."""
+        return display_callbacks(self.display_persistence, self.scope, self.context())

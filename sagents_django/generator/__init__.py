@@ -364,6 +364,7 @@ def _context(options: SetupOptions) -> dict[str, Any]:
                     ["deserialize_server_state", "serialize_server_state"],
                 ),
                 ("sagents_django.exceptions", ["NotFound"]),
+                ("sagents_django.persistence", ["display_callbacks"]),
                 *scope,
             ],
             host=[

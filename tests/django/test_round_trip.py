@@ -1,5 +1,5 @@
 """A full round trip: an agent turn through the core, persisted by the callbacks the
-runtime will use, reloaded from the database, and continued with a second turn."""
+runtime will use (``display_callbacks``), reloaded from the database, and continued with a second turn."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 
 from sagents_django import services
 from sagents_django.core import Agent, Message, State, Tool, ToolCall
@@ -20,6 +20,7 @@ from sagents_django.core.testing import ScriptedModel
 from sagents_django.persistence import (
     DjangoAgentPersistence,
     DjangoDisplayMessagePersistence,
+    display_callbacks,
 )
 from sagents_django.scope import Scope
 
@@ -47,45 +48,6 @@ def number_tool(name: str, function: Any) -> Tool:
     )
 
 
-def persisting_callbacks(scope: Scope, context: PersistenceContext) -> dict[str, Any]:
-    """What the runtime wires: each processed message and each tool status is saved.
-
-    The handlers run on the turn's event loop, so the ORM is reached through
-    ``sync_to_async`` (the persistence methods are synchronous)."""
-    display = DjangoDisplayMessagePersistence()
-    save = sync_to_async(display.save_message)
-    status = sync_to_async(display.update_tool_status)
-
-    async def on_message_processed(_execution: Any, message: Message) -> None:
-        await save(scope, message, context)
-
-    async def on_tool_execution_started(_ex: Any, call: ToolCall, _tool: Any) -> None:
-        await status(
-            scope, "executing", {"call_id": call.call_id, "name": call.name}, context
-        )
-
-    async def on_tool_execution_completed(
-        _ex: Any, call: ToolCall, result: Any
-    ) -> None:
-        if result.is_interrupt:
-            info = {"call_id": call.call_id, "display_text": result.display_text or ""}
-            await status(scope, "interrupted", info, context)
-        else:
-            info = {"call_id": call.call_id, "name": call.name, "result": result.text}
-            await status(scope, "completed", info, context)
-
-    async def on_tool_execution_failed(_ex: Any, call: ToolCall, result: Any) -> None:
-        info = {"call_id": call.call_id, "name": call.name, "error": result.text}
-        await status(scope, "failed", info, context)
-
-    return {
-        "on_message_processed": on_message_processed,
-        "on_tool_execution_started": on_tool_execution_started,
-        "on_tool_execution_completed": on_tool_execution_completed,
-        "on_tool_execution_failed": on_tool_execution_failed,
-    }
-
-
 def run_turn(
     agent: Agent,
     state: State,
@@ -97,7 +59,10 @@ def run_turn(
     user = Message.user(user_text)
     DjangoDisplayMessagePersistence().save_message(scope, user, context)
     result = async_to_sync(agent.execute)(
-        state.add_message(user), callbacks=[persisting_callbacks(scope, context)]
+        state.add_message(user),
+        callbacks=[
+            display_callbacks(DjangoDisplayMessagePersistence(), scope, context)
+        ],
     )
     assert result.ok, result.error
     stored = DjangoAgentPersistence().persist_state(
