@@ -10,10 +10,9 @@ next turn of another conversation of the same scope.
 Every path the model sends goes through the filesystem's validation; anything
 refused, missing, read-only or too large comes back as an error tool result with a
 message the model can act on, never an exception. Tool functions are ``async`` and
-run the filesystem call in a worker thread, collecting the events it emits and
-re-emitting them on the event loop's thread: ``emit``'s handlers may be coroutines,
-which can only be scheduled there. Changes waiting on a debounce are flushed around
-every model call, so none outlives the turn.
+run the filesystem call in a worker thread (its events still reach the turn's
+handlers: ``events.emit`` is thread-safe). Changes waiting on a debounce are flushed
+around every model call, so none outlives the turn.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .. import events
 from ..exceptions import ConfigurationError
 from ..filesystem.config import FileSystemConfig
 from ..filesystem.entries import FileEntry
@@ -250,25 +248,21 @@ class FileSystem(Middleware):
     async def _run(
         self, operation: Callable[[dict[str, Any]], str], args: dict[str, Any]
     ) -> str | ToolResult:
-        collected: list[tuple[str, dict[str, Any]]] = []
-
         def work() -> str | ToolResult:
-            with events.isolated_events(lambda n, d: collected.append((n, d))):
-                try:
-                    if not self._refreshed:
-                        # Once per turn: see what other workers stored meanwhile.
-                        self._refreshed = True
-                        self.filesystem.refresh()
-                    return operation(args)
-                except FileSystemError as exc:
-                    return ToolResult(
-                        tool_call_id="", name="", content=str(exc), is_error=True
-                    )
+            try:
+                if not self._refreshed:
+                    # Once per turn: see what other workers stored meanwhile.
+                    self._refreshed = True
+                    self.filesystem.refresh()
+                return operation(args)
+            except FileSystemError as exc:
+                return ToolResult(
+                    tool_call_id="", name="", content=str(exc), is_error=True
+                )
 
-        result = await asyncio.to_thread(work)
-        for name, data in collected:
-            events.emit(name, data)
-        return result
+        # The events the call emits reach the turn's loop from the worker thread
+        # (``events.emit`` is thread-safe).
+        return await asyncio.to_thread(work)
 
     def _ls(self, args: dict[str, Any]) -> str:
         pattern = args.get("pattern") or None
