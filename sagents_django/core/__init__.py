@@ -7,6 +7,20 @@ model call through it.
 from __future__ import annotations
 
 from .agent import Agent, build_default_middleware, to_state
+from .approvals import (
+    ActionRequest,
+    Approve,
+    CustomInterrupt,
+    Decision,
+    Edit,
+    HITLInterrupt,
+    PendingInterrupt,
+    Reject,
+    ReviewContext,
+    SubAgentInterrupt,
+    decision_from_dict,
+    interrupt_from_dict,
+)
 from .callbacks import CALLBACK_KEYS, Callbacks
 from .display import extract_display_items
 from .events import EVENTS, emit
@@ -69,23 +83,28 @@ from .state import State, merge_states
 from .subagents import CompiledSubAgent, SubAgentConfig
 from .todo import Todo
 from .tokens import count_tokens
-from .tools import Tool, ToolContext, tool
+from .tools import Tool, ToolContext, ToolOutput, tool
 
 __all__ = [
     "CALLBACK_KEYS",
     "EVENTS",
+    "ActionRequest",
     "Agent",
     "AgentExecution",
     "AgentPersistence",
     "AgentResult",
+    "Approve",
     "Callbacks",
     "ChatModel",
     "CompiledSubAgent",
     "ConfigurationError",
     "ContentPart",
     "ConversationTitle",
+    "CustomInterrupt",
+    "Decision",
     "DiskPersistence",
     "DisplayMessagePersistence",
+    "Edit",
     "Execution",
     "FileEntry",
     "FileMetadata",
@@ -93,6 +112,7 @@ __all__ = [
     "FileSystemConfig",
     "FileSystemError",
     "FileSystemState",
+    "HITLInterrupt",
     "HumanInTheLoop",
     "Interrupt",
     "InvalidResume",
@@ -107,10 +127,13 @@ __all__ = [
     "MiddlewareError",
     "ModelRequest",
     "PatchToolCalls",
+    "PendingInterrupt",
     "Persistence",
     "PersistenceContext",
     "PreprocessContext",
+    "Reject",
     "Resume",
+    "ReviewContext",
     "SagentsError",
     "SerializationError",
     "State",
@@ -119,6 +142,7 @@ __all__ = [
     "StreamError",
     "SubAgent",
     "SubAgentConfig",
+    "SubAgentInterrupt",
     "Summarization",
     "Todo",
     "TodoList",
@@ -127,15 +151,18 @@ __all__ = [
     "ToolCall",
     "ToolCallDelta",
     "ToolContext",
+    "ToolOutput",
     "ToolResult",
     "apreprocess",
     "build_default_middleware",
     "count_tokens",
+    "decision_from_dict",
     "emit",
     "execute",
     "execute_async",
     "extract_display_items",
     "get_filesystem",
+    "interrupt_from_dict",
     "merge_states",
     "messages_from_openai",
     "messages_to_openai",

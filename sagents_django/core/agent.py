@@ -15,14 +15,17 @@ from dataclasses import replace
 from typing import Any
 
 from . import events
+from .approvals import HITLInterrupt, interrupt_from_dict, interrupt_to_dict
 from .callbacks import Callbacks
-from .exceptions import ConfigurationError, InvalidResume
+from .exceptions import ConfigurationError, InvalidResume, SerializationError
+from .expansion import drop_pending_expansions
 from .llm import ModelRequest, as_model
 from .messages import Message
 from .middleware.base import Interrupt, MiddlewareEntry, Resume, init_stack
-from .middleware.human_in_the_loop import HumanInTheLoop, maybe_append
+from .middleware.human_in_the_loop import maybe_append
 from .modes import AgentExecution, AgentResult, Execution, call_hook
 from .openai_format import messages_from_openai
+from .review import normalize_decisions, resume_hitl
 from .state import State
 from .tools import Tool
 
@@ -149,8 +152,8 @@ class Agent:
         self.after_model_entries = [
             e for e in reversed(hooks) if e.middleware.overrides("after_model")
         ]
-        self.hitl_entries = [
-            e for e in hooks if isinstance(e.middleware, HumanInTheLoop)
+        self.review_entries = [
+            e for e in hooks if e.middleware.overrides("review_tool_calls")
         ]
 
     @classmethod
@@ -189,6 +192,7 @@ class Agent:
                 "The state is waiting for decisions on an interrupt; call resume() "
                 "with them, or clear interrupt_data to abandon it"
             )
+        state = drop_pending_expansions(state)  # a new turn: an old one's went unread
         execution = self._execution(
             state, callbacks, until_tool, max_runs, should_cancel
         )
@@ -225,8 +229,11 @@ class Agent:
     ) -> AgentResult:
         """Continue an interrupted turn with the person's decisions.
 
-        Raises ``InvalidResume`` when nothing is interrupted or the decisions do not
-        fit; ``state`` is left as it was.
+        For a ``HITLInterrupt`` or a ``SubAgentInterrupt``: one decision per action
+        request, in order, as ``Approve()`` / ``Edit(arguments=...)`` /
+        ``Reject(message=...)`` or their JSON dicts (see ``core.approvals``). Raises
+        ``InvalidResume`` when nothing is interrupted or the decisions do not fit;
+        ``state`` is left as it was.
         """
         state = self._prepare(state)
         if not state.interrupt_data:
@@ -239,8 +246,15 @@ class Agent:
     async def _offer_resume(
         self, execution: Execution, decisions: Any
     ) -> AgentResult | None:
-        """Give the interrupt to the first middleware that claims it."""
+        """Resume a ``HITLInterrupt`` (the loop's own, see ``review``); give any
+        other interrupt to the first middleware that claims it."""
         state = execution.state
+        try:
+            interrupt = interrupt_from_dict(state.interrupt_data)
+        except SerializationError as exc:
+            raise InvalidResume(f"The pending interrupt cannot be read: {exc}") from exc
+        if isinstance(interrupt, HITLInterrupt):
+            return await resume_hitl(execution, interrupt, decisions)
         for entry in self.middleware:
             outcome = await call_hook(
                 entry.middleware.handle_resume,
@@ -253,12 +267,14 @@ class Agent:
             if outcome is None:
                 continue
             if isinstance(outcome, Interrupt):
-                execution.state = replace(outcome.state, interrupt_data=outcome.data)
-                return execution.result("interrupted", interrupt_data=outcome.data)
+                data = interrupt_to_dict(outcome.data)
+                execution.state = replace(outcome.state, interrupt_data=data)
+                return execution.result("interrupted", interrupt_data=data)
             if isinstance(outcome, State):
                 outcome = Resume(state=outcome)
+            decisions_by_call = normalize_decisions(outcome.tool_decisions)
             execution.state = outcome.state
-            execution.tool_decisions = dict(outcome.tool_decisions)
+            execution.tool_decisions = decisions_by_call
             return None
         keys = ", ".join(sorted(state.interrupt_data or {})) or "none"
         raise InvalidResume(f"No middleware handles this interrupt (its keys: {keys})")

@@ -1,7 +1,9 @@
 """DisplayHelpers: what of a message a person sees, as JSON-ready items.
 
 ``extract_display_items(message)`` returns one dict per displayable piece, in display
-order; the caller numbers them (sequence 0, 1, 2...) when persisting::
+order; the caller numbers them (sequence 0, 1, 2...) when persisting. Messages a tool
+result expanded into (``Message.expanded_from``) are for the model only and give
+none::
 
     {"type": "text" | "thinking" | "tool_call" | "tool_result",
      "message_type": "user" | "assistant" | "tool" | "system",
@@ -17,6 +19,8 @@ from .messages import Message
 
 def extract_display_items(message: Message) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
+    if message.expanded_from is not None:
+        return items
     role = message.role
     for part in message.content:
         if part.type in ("text", "thinking") and part.content:

@@ -25,6 +25,8 @@ StopReason = Literal[
 ]
 
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
+EXPANDED_FROM = "expanded_from"
+"""``Message.metadata`` key of a message a tool result expanded into (the call's id)."""
 PART_TYPES: frozenset[str] = frozenset(("text", "thinking", "image", "file"))
 STOP_REASONS: frozenset[str] = frozenset(
     ("complete", "length", "cancelled", "content_filtered", "stream_error")
@@ -161,6 +163,9 @@ class ToolResult:
     """JSON data describing the pause; restored only if a middleware claims it."""
     processed_content: Any = None
     """In-process only (never serialized): e.g. a State update returned by the tool."""
+    expand_messages: list[Message] = field(default_factory=list)
+    """Messages this result expands into before the next model call (``ToolOutput``);
+    emptied once they join the history (see ``core.expansion``)."""
 
     @property
     def text(self) -> str:
@@ -184,6 +189,8 @@ class ToolResult:
             data["is_interrupt"] = True
         if self.interrupt_data is not None:
             data["interrupt_data"] = self.interrupt_data
+        if self.expand_messages:
+            data["expand_messages"] = [m.to_dict() for m in self.expand_messages]
         return data
 
     @classmethod
@@ -208,6 +215,8 @@ class ToolResult:
             or isinstance(data["interrupt_data"], dict),
             "Tool result interrupt_data must be a dict",
         )
+        expand = data.get("expand_messages") or []
+        _check(isinstance(expand, list), "Tool result expand_messages must be a list")
         return cls(
             tool_call_id=data["tool_call_id"],
             name=data["name"],
@@ -216,6 +225,7 @@ class ToolResult:
             is_error=bool(data.get("is_error", False)),
             is_interrupt=bool(data.get("is_interrupt", False)),
             interrupt_data=data.get("interrupt_data"),
+            expand_messages=[Message.from_dict(m) for m in expand],
         )
 
 
@@ -335,6 +345,12 @@ class Message:
     @property
     def stop_reason(self) -> StopReason:
         return self.status
+
+    @property
+    def expanded_from(self) -> str | None:
+        """The tool call whose result this message was expanded from, if any."""
+        value = self.metadata.get(EXPANDED_FROM)
+        return value if isinstance(value, str) else None
 
     # Stored JSON ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -9,10 +9,12 @@ one ends the turn. A developer recomposes the steps into a custom mode::
 
     Agent(model=..., mode=Careful())
 
-Standard pipeline: check for cancellation, call the model (before_model hooks in
-order, the call, after_model hooks in reverse), stop for human approval when a pending
-tool call needs it, execute tools (in parallel), propagate state updates from tool
-results, stop when ``until_tool`` was called, then loop or finish.
+Standard pipeline: expand the last tools' results into messages, check for
+cancellation, call the model (before_model hooks in order, the call, after_model hooks
+in reverse), stop for human approval when a middleware's ``review_tool_calls`` says a
+pending tool call needs it (see ``review``), execute tools (in parallel), propagate
+state updates from tool results, stop when ``until_tool`` was called, then loop or
+finish.
 """
 
 from __future__ import annotations
@@ -24,10 +26,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from .approvals import (
+    Decision,
+    Edit,
+    PendingInterrupt,
+    Reject,
+    interrupt_from_dict,
+    interrupt_to_dict,
+)
 from .exceptions import LLMError
+from .expansion import expand_tool_results
 from .llm import call_model
 from .messages import Message, TokenUsage, ToolCall, ToolResult
 from .middleware.base import Interrupt
+from .review import check_pre_tool_hitl
 from .state import State, merge_states
 from .todo import Todo
 from .tools import ToolContext, error_result, execute_tool_call
@@ -41,6 +53,7 @@ logger = logging.getLogger(__name__)
 ResultStatus = Literal["completed", "interrupted", "error", "cancelled"]
 
 REJECTED_TEXT = "The user rejected this call to {name!r}; it was not run."
+REJECTED_REASON_TEXT = " Their reason: {message}"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -50,7 +63,7 @@ class AgentResult:
     status: ResultStatus
     state: State
     interrupt_data: dict[str, Any] | None = None
-    """For ``interrupted``: what a person must decide (e.g. action_requests)."""
+    """For ``interrupted``: what a person must decide, as JSON (see ``approvals``)."""
     error: str | None = None
     """For ``error``: a message a person can read."""
     exception: BaseException | None = None
@@ -66,6 +79,12 @@ class AgentResult:
     def last_message(self) -> Message | None:
         return self.state.messages[-1] if self.state.messages else None
 
+    @property
+    def interrupt(self) -> PendingInterrupt | None:
+        """``interrupt_data`` typed: ``HITLInterrupt``, ``SubAgentInterrupt`` or
+        ``CustomInterrupt`` (raises SerializationError when it is malformed)."""
+        return interrupt_from_dict(self.interrupt_data) if self.interrupt_data else None
+
 
 @dataclass(kw_only=True, eq=False)
 class Execution:
@@ -77,7 +96,7 @@ class Execution:
     max_runs: int
     until_tool: frozenset[str] | None = None
     should_cancel: Callable[[], bool] | None = None
-    tool_decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tool_decisions: dict[str, Decision] = field(default_factory=dict)
     """Decisions from a HITL resume, by tool call id."""
     run_count: int = 0
     """Model calls made so far."""
@@ -184,19 +203,6 @@ async def call_llm(ex: Execution) -> AgentResult | None:
     return None
 
 
-async def check_pre_tool_hitl(ex: Execution) -> AgentResult | None:
-    """Pause when a pending call needs a person's decision (not yet decided)."""
-    calls = [c for c in ex.pending_tool_calls() if c.call_id not in ex.tool_decisions]
-    if not calls:
-        return None
-    for entry in ex.agent.hitl_entries:
-        data = entry.middleware.check_for_interrupt(ex.state, calls)  # type: ignore[attr-defined]
-        if data:
-            ex.state = replace(ex.state, interrupt_data=data)
-            return ex.result("interrupted", interrupt_data=data)
-    return None
-
-
 async def execute_tools(ex: Execution) -> AgentResult | None:
     """Run the pending calls in parallel (decisions applied), append their results."""
     calls = ex.pending_tool_calls()
@@ -274,6 +280,7 @@ class AgentExecution:
     """The standard mode: loop the steps until one ends the turn."""
 
     steps: Sequence[Step] = (
+        expand_tool_results,
         check_cancelled,
         call_llm,
         check_pre_tool_hitl,
@@ -301,8 +308,9 @@ async def _apply(ex: Execution, entry: Any, hook: str) -> AgentResult | None:
         logger.exception("Middleware %s failed in %s", entry.id, hook)
         return ex.fail(f"Middleware {entry.id} failed in {hook}: {exc}", exc)
     if isinstance(outcome, Interrupt):
-        ex.state = replace(outcome.state, interrupt_data=outcome.data)
-        return ex.result("interrupted", interrupt_data=outcome.data)
+        data = interrupt_to_dict(outcome.data)
+        ex.state = replace(outcome.state, interrupt_data=data)
+        return ex.result("interrupted", interrupt_data=data)
     if not isinstance(outcome, State):
         return ex.fail(
             f"Middleware {entry.id} {hook} returned {type(outcome).__name__}, not State"
@@ -316,9 +324,9 @@ def _apply_edits(ex: Execution, calls: list[ToolCall]) -> list[ToolCall]:
     edited = []
     for call in calls:
         decision = ex.tool_decisions.get(call.call_id)
-        if decision and decision.get("type") == "edit":
+        if isinstance(decision, Edit):
             call = ToolCall(
-                call_id=call.call_id, name=call.name, arguments=decision["arguments"]
+                call_id=call.call_id, name=call.name, arguments=decision.arguments
             )
         edited.append(call)
     if edited != calls:
@@ -332,14 +340,14 @@ def _apply_edits(ex: Execution, calls: list[ToolCall]) -> list[ToolCall]:
 async def _run_call(ex: Execution, call: ToolCall) -> ToolResult:
     decision = ex.tool_decisions.get(call.call_id)
     tool = ex.agent.tools_by_name.get(call.name)
-    if decision and decision.get("type") == "reject":
+    if isinstance(decision, Reject):
         # An error, as LangChain marks rejections: the call did not happen, and an
         # until_tool target that was rejected must not count as called.
+        text = REJECTED_TEXT.format(name=call.name)
+        if decision.message:
+            text += REJECTED_REASON_TEXT.format(message=decision.message)
         result = ToolResult(
-            tool_call_id=call.call_id,
-            name=call.name,
-            content=REJECTED_TEXT.format(name=call.name),
-            is_error=True,
+            tool_call_id=call.call_id, name=call.name, content=text, is_error=True
         )
         await ex.callbacks.fire("on_tool_execution_failed", ex, call, result)
         return result

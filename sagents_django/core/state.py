@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .messages import Message, ToolResult
 from .todo import Todo
+
+if TYPE_CHECKING:
+    from .approvals import PendingInterrupt
 
 STALE_INTERRUPT_TEXT = (
     "This tool call was waiting for input when the conversation was restored and "
@@ -30,9 +33,19 @@ class State:
     metadata: dict[str, Any] = field(default_factory=dict)
     """JSON data shared by middleware (e.g. ``conversation_title``)."""
     interrupt_data: dict[str, Any] | None = None
-    """Set while the agent waits for a person (HITL decisions)."""
+    """Set while the agent waits for a person, as JSON (typed: ``interrupt``)."""
     agent_id: str | None = None
     """Runtime identifier, injected at execution time; never serialized."""
+
+    @property
+    def interrupt(self) -> PendingInterrupt | None:
+        """The pending interrupt typed: ``HITLInterrupt``, ``SubAgentInterrupt`` or
+        ``CustomInterrupt`` (raises SerializationError when it is malformed)."""
+        if not self.interrupt_data:
+            return None
+        from .approvals import interrupt_from_dict
+
+        return interrupt_from_dict(self.interrupt_data)
 
     # Messages ---------------------------------------------------------------------
     def add_message(self, message: Message) -> State:

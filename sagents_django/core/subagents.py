@@ -41,6 +41,9 @@ class SubAgentConfig:
     """A model string or ChatModel; None uses the parent's model."""
     interrupt_on: dict[str, Any] | None = None
     until_tool: str | list[str] | None = None
+    """The turn ends when one of these tools was called; its result is the answer."""
+    max_runs: int | None = None
+    """Its budget of model calls per run (None: the Agent default)."""
     show_progress: bool = True
     """Publish its text and tool calls as ``subagent_event`` events."""
 

@@ -2,9 +2,11 @@
 
 A tool's function receives ``(args, context)`` and may be sync or async. It returns a
 string (the result the model reads), a ``(string, update)`` pair where ``update`` is a
-``State`` to merge or a dict of state fields to apply, or a ``ToolResult``. Anything the
-model could fix (arguments that break the schema, an exception in the function, a
-timeout) becomes an error result the model reads, never a crash of the turn.
+``State`` to merge or a dict of state fields to apply, a ``ToolOutput`` (a short
+summary as the result, and material the model reads as messages on its next call;
+see ``core.expansion``), or a ``ToolResult``. Anything the model could fix (arguments
+that break the schema, an exception in the function, a timeout) becomes an error
+result the model reads, never a crash of the turn.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import ConfigurationError
-from .messages import ToolCall, ToolResult
+from .messages import ContentPart, Message, ToolCall, ToolResult
 
 if TYPE_CHECKING:
     from .state import State
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ToolFunction = Callable[[dict[str, Any], "ToolContext"], Any]
+
+EXPANSION_ROLES: frozenset[str] = frozenset(("user", "assistant", "system"))
+"""Roles a tool's material may take (``tool`` messages only answer calls)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -57,6 +62,62 @@ class ToolContext:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.tool_context.get(key, default)
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolOutput:
+    """A tool's result that expands into conversation messages (Sagents v0.14.2).
+
+    The model reads ``summary`` as the tool result and ``messages`` (strings are user
+    messages) right after the batch's results, on its next call in the same turn::
+
+        return ToolOutput(
+            summary="Loaded chart.png",
+            messages=[Message.user([ContentPart.image(data, media="image/png")])],
+        )
+    """
+
+    summary: str
+    """The short tool result (the material itself goes in ``messages``)."""
+    messages: list[Message | str]
+    """User, assistant or system messages without tool calls or results."""
+    update: Any = None
+    """A state update, as the second item of a ``(text, update)`` pair."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.summary, str):
+            raise ConfigurationError(
+                f"ToolOutput summary must be a string, not {self.summary!r}"
+            )
+        self.messages = expansion_messages(self.messages)
+
+
+def expansion_messages(messages: Any) -> list[Message]:
+    """Check a tool's material messages (strings become user messages)."""
+    if not isinstance(messages, list | tuple):
+        raise ConfigurationError(
+            f"ToolOutput messages must be a list, not {type(messages).__name__}"
+        )
+    checked = []
+    for i, message in enumerate(messages):
+        if isinstance(message, str):
+            message = Message.user([ContentPart.text(message)])
+        if not isinstance(message, Message):
+            raise ConfigurationError(
+                f"ToolOutput messages[{i}] must be a Message or a string, not "
+                f"{message!r}"
+            )
+        if message.role not in EXPANSION_ROLES:
+            raise ConfigurationError(
+                f"ToolOutput messages[{i}] has role {message.role!r}; expected one of "
+                f"{sorted(EXPANSION_ROLES)}"
+            )
+        if message.tool_calls or message.tool_results:
+            raise ConfigurationError(
+                f"ToolOutput messages[{i}] must not carry tool calls or results"
+            )
+        checked.append(message)
+    return checked
 
 
 @dataclass(kw_only=True, slots=True, eq=False)
@@ -227,7 +288,21 @@ def to_tool_result(value: Any, call: ToolCall, found: Tool | None = None) -> Too
             value.tool_call_id = call.call_id
         if not value.name:
             value.name = call.name
+        if value.expand_messages:
+            try:
+                value.expand_messages = expansion_messages(value.expand_messages)
+            except ConfigurationError as exc:
+                return error_result(call, f"Tool {call.name!r} failed: {exc}")
         return value
+    if isinstance(value, ToolOutput):
+        return ToolResult(
+            tool_call_id=call.call_id,
+            name=call.name,
+            content=value.summary,
+            display_text=display,
+            processed_content=value.update,
+            expand_messages=list(value.messages),
+        )
     update = None
     if isinstance(value, tuple) and len(value) == 2:
         value, update = value

@@ -33,6 +33,7 @@ PATH_SCHEMA = {
     "properties": {"path": {"type": "string"}},
     "required": ["path"],
 }
+HITL_ID = "sagents_django.core.middleware.human_in_the_loop.HumanInTheLoop"
 INTERRUPT_ON = {
     "write_file": True,
     "delete_file": {"allowed_decisions": ["approve", "reject"]},
@@ -115,16 +116,21 @@ async def test_the_interrupt_names_each_call_that_needs_a_decision_and_its_optio
     )
 
     expected = {
+        "type": "hitl",
         "action_requests": [
             {
                 "tool_call_id": "w1",
                 "tool_name": "write_file",
                 "arguments": {"path": "notes.md", "content": "hello"},
+                "allowed_decisions": ["approve", "edit", "reject"],
+                "middleware_id": HITL_ID,
             },
             {
                 "tool_call_id": "d1",
                 "tool_name": "delete_file",
                 "arguments": {"path": "old.md"},
+                "allowed_decisions": ["approve", "reject"],
+                "middleware_id": HITL_ID,
             },
         ],
         "review_configs": {
@@ -368,10 +374,14 @@ def test_a_bad_interrupt_on_value_is_a_configuration_error(chat_model, files, va
         pytest.param(["approve"], "must be a dict", id="not-a-dict"),
         pytest.param([{"type": "maybe"}], "'maybe'", id="unknown-type"),
         pytest.param([{}], "None", id="no-type"),
-        pytest.param([{"type": "edit"}], "without an 'arguments' dict", id="no-args"),
+        pytest.param(
+            [{"type": "edit"}],
+            r"decisions\[0\]\.arguments is required for an edit",
+            id="no-args",
+        ),
         pytest.param(
             [{"type": "edit", "arguments": "path=x"}],
-            "without an 'arguments' dict",
+            r"decisions\[0\]\.arguments must be an object, not 'path=x'",
             id="args-not-a-dict",
         ),
     ],

@@ -18,6 +18,7 @@ from tests.core.subagent_app import build_parent
 from tests.fakes.openai_server import fault, reply, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
+HITL_ID = "sagents_django.core.middleware.human_in_the_loop.HumanInTheLoop"
 
 
 def task_call(subagent_type: str, instructions: str, call_id: str = "task_1"):
@@ -192,9 +193,12 @@ async def test_a_subagent_pausing_twice_resumes_across_fresh_interpreters(fake_l
             "tool_call_id": "s1",
             "tool_name": "add",
             "arguments": {"a": 1, "b": 2},
+            "allowed_decisions": ["approve", "edit", "reject"],
+            "middleware_id": HITL_ID,
             "subagent": "calculator",
         }
     ]
+    assert data["interrupt"]["action_requests"][0]["tool_call_id"] == "s1"
     assert "_run" not in data  # the conversation stays with the tool result
     assert subagent_app.CALLS == []
 
@@ -229,7 +233,7 @@ async def test_bad_decisions_for_a_subagent_leave_the_parent_state_unchanged(fak
     requests = len(fake_llm.requests)
     with pytest.raises(InvalidResume, match="Expected 1 decision"):
         await parent.resume(first.state, [{"type": "approve"}, {"type": "approve"}])
-    with pytest.raises(InvalidResume, match="without an 'arguments'"):
+    with pytest.raises(InvalidResume, match=r"decisions\[0\]\.arguments is required"):
         await parent.resume(first.state, [{"type": "edit"}])
     assert StateSerializer.serialize_state(first.state) == before
     assert len(fake_llm.requests) == requests

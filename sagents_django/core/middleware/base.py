@@ -12,8 +12,18 @@ Lifecycle (see the reference, 001):
 - ``before_model(state)``: before every model call, in stack order.
 - ``after_model(state)``: after every model response, in reverse stack order; may
   return ``Interrupt(state, data)`` to pause for a person.
-- ``handle_resume(agent, state, resume_data)``: offered the pending interrupt on
-  ``Agent.resume``; return None when it is not this middleware's.
+- ``review_tool_calls(state, calls, context)``: before the response's tool calls run,
+  in stack order: the ``ActionRequest`` of each call that must wait for a person,
+  or None. Each middleware is asked only about the calls no earlier one claimed;
+  all the requests make one ``HITLInterrupt``. ``HumanInTheLoop`` implements it
+  from ``interrupt_on``; a site's own policy (approve small amounts, trust staff)
+  is a middleware that implements it too.
+- ``review_decisions(state, requests, decisions, context)``: on ``Agent.resume``,
+  the person's decisions on the requests this middleware asked for (already
+  checked against them); return them, changed or not, or raise ``InvalidResume`` to
+  refuse them (nothing changes).
+- ``handle_resume(agent, state, resume_data)``: offered any other pending interrupt
+  on ``Agent.resume``; return None when it is not this middleware's.
 - ``handle_message(message, state)``: a message routed to this middleware by id.
 - ``on_server_start(state)``: a conversation session started or restarted.
 - ``restorable_interrupt(data)``: may this middleware resume ``data`` after a restart?
@@ -35,6 +45,8 @@ from ..exceptions import ConfigurationError
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..approvals import ActionRequest, Decision, PendingInterrupt, ReviewContext
+    from ..messages import ToolCall
     from ..state import State
     from ..tools import Tool
 
@@ -46,7 +58,8 @@ class Interrupt:
     """Returned by a hook to pause the turn until a person decides."""
 
     state: State
-    data: dict[str, Any]
+    data: dict[str, Any] | PendingInterrupt
+    """The interrupt's JSON data, or a typed interrupt (stored as its ``to_dict()``)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -54,11 +67,12 @@ class Resume:
     """Returned by ``handle_resume``: the interrupt is handled, go on from ``state``.
 
     ``tool_decisions`` maps tool call ids to the decision that applies when the pending
-    calls are executed (approve, edit with arguments, reject).
+    calls are executed: ``Approve()``, ``Edit(arguments=...)``, ``Reject()`` or their
+    JSON dicts.
     """
 
     state: State
-    tool_decisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tool_decisions: dict[str, Decision | dict[str, Any]] = field(default_factory=dict)
 
 
 class Middleware:
@@ -87,6 +101,26 @@ class Middleware:
 
     def after_model(self, state: State) -> State | Interrupt:
         return state
+
+    def review_tool_calls(
+        self, state: State, calls: list[ToolCall], context: ReviewContext
+    ) -> list[ActionRequest] | None:
+        """The calls among ``calls`` that must wait for a person, or None.
+
+        Build each request with ``ActionRequest.for_call(call, description=...,
+        allowed_decisions=...)``; ``context.tool_context`` holds the caller's data.
+        """
+        return None
+
+    def review_decisions(
+        self,
+        state: State,
+        requests: list[ActionRequest],
+        decisions: list[Decision],
+        context: ReviewContext,
+    ) -> list[Decision]:
+        """The decisions to apply to ``requests`` (the ones this middleware asked for)."""
+        return decisions
 
     def handle_resume(
         self, agent: Agent, state: State, resume_data: Any, **options: Any

@@ -1,59 +1,79 @@
 """HumanInTheLoop: pause before chosen tools run, until a person decides.
 
 ``interrupt_on`` maps tool names to ``True`` (approve, edit or reject allowed),
-``False`` (no pause) or ``{"allowed_decisions": [...]}``. When the model calls such a
-tool the turn ends ``interrupted`` with::
+``False`` (no pause) or ``{"allowed_decisions": [...], "description": "..."}``
+(``description`` is optional and shown to the person). HumanInTheLoop is an ordinary
+middleware: it implements ``review_tool_calls`` and the loop does the rest (see
+``core.review``). When the model calls such a tool the turn ends ``interrupted``
+with a ``HITLInterrupt``; ``Agent.resume(state, decisions)`` takes one decision per
+action request, in order (the JSON forms are in ``core.approvals``). Calls of the
+same response that need no approval run with the approved ones. Bad decisions raise
+``InvalidResume`` and change nothing.
 
-    {"action_requests": [{"tool_call_id", "tool_name", "arguments"}, ...],
-     "review_configs": {tool_name: {"allowed_decisions": [...]}},
-     "hitl_tool_call_ids": [...]}
+A site's own approval policy is a subclass (or any middleware) that implements
+``review_tool_calls`` too, e.g. one that drops the requests of staff users::
 
-``Agent.resume(state, decisions)`` takes one decision per action request, in order:
-``{"type": "approve"}``, ``{"type": "edit", "arguments": {...}}`` or
-``{"type": "reject"}``. Calls of the same response that need no approval run with the
-approved ones. Bad decisions raise ``InvalidResume`` and change nothing.
+    class StaffSkipApproval(HumanInTheLoop):
+        def review_tool_calls(self, state, calls, context):
+            if context.tool_context.get("is_staff"):
+                return None
+            return super().review_tool_calls(state, calls, context)
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import ConfigurationError, InvalidResume
-from .base import Middleware, Resume
+from ..approvals import DECISION_TYPES, ActionRequest, ReviewContext
+from ..exceptions import ConfigurationError
+from .base import Middleware
 
 if TYPE_CHECKING:
-    from ..agent import Agent
     from ..messages import ToolCall
     from ..state import State
 
-DECISION_TYPES: tuple[str, ...] = ("approve", "edit", "reject")
+CONFIG_KEYS = frozenset({"allowed_decisions", "description"})
 
 
 def normalize_interrupt_on(
     interrupt_on: dict[str, Any] | None,
-) -> dict[str, dict[str, list[str]]]:
-    """``{tool: {"allowed_decisions": [...]}}`` for every tool that pauses."""
-    configs: dict[str, dict[str, list[str]]] = {}
+) -> dict[str, dict[str, Any]]:
+    """``{tool: {"allowed_decisions": [...], "description"?: str}}`` for every tool
+    that pauses."""
+    configs: dict[str, dict[str, Any]] = {}
     for name, value in (interrupt_on or {}).items():
         if value is False or value is None:
             continue
         if value is True:
             configs[name] = {"allowed_decisions": list(DECISION_TYPES)}
             continue
-        if not isinstance(value, dict) or "allowed_decisions" not in value:
+        if (
+            not isinstance(value, dict)
+            or "allowed_decisions" not in value
+            or not set(value) <= CONFIG_KEYS
+        ):
             raise ConfigurationError(
                 f"interrupt_on[{name!r}] must be True, False or "
-                f"{{'allowed_decisions': [...]}}, not {value!r}"
+                f"{{'allowed_decisions': [...], 'description': '...'}}, not {value!r}"
             )
-        allowed = [str(d) for d in value["allowed_decisions"]]
+        given = value["allowed_decisions"]
+        allowed = [str(d) for d in given] if isinstance(given, list | tuple) else []
         bad = [d for d in allowed if d not in DECISION_TYPES]
         if bad or not allowed:
             raise ConfigurationError(
                 f"interrupt_on[{name!r}] allowed_decisions must be a non-empty subset of "
-                f"{list(DECISION_TYPES)}, not {value['allowed_decisions']!r}"
+                f"{list(DECISION_TYPES)}, not {given!r}"
             )
-        configs[name] = {"allowed_decisions": allowed}
+        config: dict[str, Any] = {"allowed_decisions": allowed}
+        description = value.get("description")
+        if description is not None:
+            if not isinstance(description, str):
+                raise ConfigurationError(
+                    f"interrupt_on[{name!r}] description must be a string, "
+                    f"not {description!r}"
+                )
+            config["description"] = description
+        configs[name] = config
     return configs
 
 
@@ -64,86 +84,21 @@ class HumanInTheLoop(Middleware):
         super().__init__(interrupt_on=interrupt_on)
         self.review_configs = normalize_interrupt_on(interrupt_on)
 
-    def check_for_interrupt(
-        self, state: State, calls: list[ToolCall]
-    ) -> dict[str, Any] | None:
-        """Interrupt data for the calls that need a decision, or None."""
-        pausing = [c for c in calls if c.name in self.review_configs]
-        if not pausing:
-            return None
-        return {
-            "action_requests": [
-                {
-                    "tool_call_id": c.call_id,
-                    "tool_name": c.name,
-                    "arguments": c.arguments,
-                }
-                for c in pausing
-            ],
-            "review_configs": {c.name: self.review_configs[c.name] for c in pausing},
-            "hitl_tool_call_ids": [c.call_id for c in pausing],
-        }
-
-    def handle_resume(
-        self, agent: Agent, state: State, resume_data: Any, **options: Any
-    ) -> Resume | None:
-        data = state.interrupt_data or {}
-        if not is_hitl_interrupt(data):
-            return None  # e.g. a sub-agent's interrupt: its middleware resumes it
-        decisions = self.process_decisions(state, resume_data)
-        by_call = {
-            request["tool_call_id"]: decision
-            for request, decision in zip(
-                data["action_requests"], decisions, strict=True
-            )
-        }
-        # Calls of the same response that needed no approval run as approved.
-        for call in _pending_calls(state):
-            by_call.setdefault(call.call_id, {"type": "approve"})
-        return Resume(state=replace(state, interrupt_data=None), tool_decisions=by_call)
-
-    def process_decisions(self, state: State, decisions: Any) -> list[dict[str, Any]]:
-        """Validate decisions against the pending interrupt; raise InvalidResume."""
-        data = state.interrupt_data or {}
-        requests = data.get("action_requests") or []
-        if not isinstance(decisions, list):
-            raise InvalidResume(
-                f"Decisions must be a list with one decision per action request, "
-                f"not {type(decisions).__name__}"
-            )
-        if len(decisions) != len(requests):
-            raise InvalidResume(
-                f"Expected {len(requests)} decision(s), one per action request, "
-                f"got {len(decisions)}"
-            )
-        pending = {c.call_id for c in _pending_calls(state)}
-        configs = data.get("review_configs") or {}
-        checked = []
-        for i, (request, decision) in enumerate(zip(requests, decisions, strict=True)):
-            name = request.get("tool_name")
-            if request.get("tool_call_id") not in pending:
-                raise InvalidResume(
-                    f"Action request {i} ({name!r}) no longer matches a pending tool call"
+    def review_tool_calls(
+        self, state: State, calls: list[ToolCall], context: ReviewContext
+    ) -> list[ActionRequest] | None:
+        requests = []
+        for call in calls:
+            config = self.review_configs.get(call.name)
+            if config is not None:
+                requests.append(
+                    ActionRequest.for_call(
+                        call,
+                        description=config.get("description"),
+                        allowed_decisions=config["allowed_decisions"],
+                    )
                 )
-            if not isinstance(decision, dict):
-                raise InvalidResume(f"Decision {i} must be a dict, not {decision!r}")
-            kind = decision.get("type")
-            if kind not in DECISION_TYPES:
-                raise InvalidResume(
-                    f"Decision {i} has type {kind!r}; expected one of {list(DECISION_TYPES)}"
-                )
-            allowed = (configs.get(name) or {}).get("allowed_decisions", DECISION_TYPES)
-            if kind not in allowed:
-                raise InvalidResume(
-                    f"Decision {i} {kind!r} is not allowed for {name!r}; "
-                    f"allowed: {list(allowed)}"
-                )
-            if kind == "edit" and not isinstance(decision.get("arguments"), dict):
-                raise InvalidResume(
-                    f"Decision {i} is an edit of {name!r} without an 'arguments' dict"
-                )
-            checked.append(dict(decision))
-        return checked
+        return requests or None
 
     def restorable_interrupt(self, interrupt_data: dict[str, Any]) -> bool:
         return is_hitl_interrupt(interrupt_data)
@@ -153,14 +108,8 @@ class HumanInTheLoop(Middleware):
 
 
 def is_hitl_interrupt(data: dict[str, Any]) -> bool:
-    """HITL's own interrupt data (others, like a sub-agent's, carry a ``type``)."""
+    """HITL interrupt data (``type`` "hitl", or none in states written before it)."""
     return "action_requests" in data and data.get("type", "hitl") == "hitl"
-
-
-def _pending_calls(state: State) -> list[ToolCall]:
-    if state.messages and state.messages[-1].role == "assistant":
-        return state.messages[-1].tool_calls
-    return []
 
 
 def maybe_append(

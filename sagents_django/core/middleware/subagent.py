@@ -6,8 +6,9 @@ sub-agent runs with a fresh conversation and the parent reads only its final ans
 and ``block_middleware``); named sub-agents come from ``SubAgentConfig`` or
 ``CompiledSubAgent``.
 
-When a sub-agent pauses for approval, the parent's turn ends ``interrupted`` with the
-sub-agent's action requests (each tagged with the sub-agent's name). Unlike Sagents,
+When a sub-agent pauses for approval, the parent's turn ends ``interrupted`` with a
+``SubAgentInterrupt``: the sub-agent's own interrupt inside, its action requests
+tagged with the sub-agent's name. Unlike Sagents,
 which demotes such pauses after a restart, the sub-agent's conversation travels in the
 interrupt data and this middleware claims it through ``restorable_interrupt``: the
 parent's ``resume`` rebuilds the sub-agent from code and routes the decisions to it,
@@ -27,7 +28,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .. import events
-from ..exceptions import ConfigurationError, InvalidResume
+from ..approvals import SubAgentInterrupt, interrupt_from_dict
+from ..exceptions import ConfigurationError, InvalidResume, SerializationError
 from ..messages import ToolResult
 from ..subagents import CompiledSubAgent, SubAgentConfig, SubAgentRun
 from ..tools import Tool, ToolContext
@@ -202,10 +204,10 @@ class SubAgent(Middleware):
     async def handle_resume(
         self, agent: Agent, state: State, resume_data: Any, **options: Any
     ) -> Resume | Interrupt | None:
-        data = state.interrupt_data or {}
-        if data.get("type") != "subagent":
+        interrupt = state.interrupt
+        if not isinstance(interrupt, SubAgentInterrupt):
             return None
-        call_id = data.get("tool_call_id")
+        call_id = interrupt.tool_call_id
         paused = _interrupted_result(state, call_id)
         if paused is None or "_run" not in (paused.interrupt_data or {}):
             raise InvalidResume(
@@ -298,7 +300,7 @@ class SubAgent(Middleware):
             "filesystem_scope": parent.filesystem_scope or ("agent", parent.agent_id),
             "replace_default_middleware": True,
         }
-        if spec is None:  # general-purpose: the parent's tools and middleware
+        if spec is None:  # general-purpose: the parent's tools, middleware, budget
             inherited = [
                 entry.to_raw_spec()
                 for entry in parent.middleware
@@ -310,6 +312,7 @@ class SubAgent(Middleware):
                 base_system_prompt=system_prompt or GENERAL_PURPOSE_PROMPT,
                 tools=parent.base_tools,
                 middleware=[*inherited, *self.extra_middleware],
+                max_runs=parent.max_runs,
                 **common,
             )
         return Agent(
@@ -318,6 +321,7 @@ class SubAgent(Middleware):
             tools=spec.tools,
             middleware=[*self.extra_middleware, *spec.middleware],
             interrupt_on=spec.interrupt_on,
+            **({} if spec.max_runs is None else {"max_runs": spec.max_runs}),
             **common,
         )
 
@@ -342,23 +346,27 @@ class SubAgent(Middleware):
                 display_text=label,
             )
         if run.status == "interrupted":
-            inner = run.interrupt_data or {}
-            asking = ", ".join(
-                r.get("tool_name", "?") for r in inner.get("action_requests", [])
+            try:
+                inner = interrupt_from_dict(run.interrupt_data or {})
+            except SerializationError as exc:
+                return ToolResult(
+                    tool_call_id=call_id,
+                    name=name,
+                    is_error=True,
+                    display_text=label,
+                    content=f"Sub-agent {run.subagent_type!r} paused with an "
+                    f"unreadable interrupt: {exc}",
+                )
+            interrupt = SubAgentInterrupt(
+                subagent=run.subagent_type,
+                subagent_id=run.id,
+                tool_call_id=call_id,
+                interrupt=inner,
             )
-            data: dict[str, Any] = {
-                **{k: v for k, v in inner.items() if k not in ("type", "tool_call_id")},
-                "type": "subagent",
-                "subagent": run.subagent_type,
-                "subagent_type": run.subagent_type,
-                "subagent_id": run.id,
-                "_run": run.dump(),
-            }
-            if "action_requests" in inner:
-                data["action_requests"] = [
-                    {**r, "subagent": run.subagent_type}
-                    for r in inner["action_requests"]
-                ]
+            asking = ", ".join(r.tool_name for r in interrupt.action_requests)
+            # The sub-agent's conversation stays with the tool result (the loop keeps
+            # "_" keys out of the state's interrupt_data).
+            data = {**interrupt.to_dict(), "_run": run.dump()}
             return ToolResult(
                 tool_call_id=call_id,
                 name=name,
