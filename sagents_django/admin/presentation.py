@@ -18,6 +18,8 @@ from typing import Any, Literal
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from sagents_django.core.approvals import CustomInterrupt, interrupt_from_dict
+from sagents_django.core.exceptions import SerializationError
 from sagents_django.models import DISPLAY_STATUSES, MESSAGE_TYPES, DisplayMessage
 
 EntryKind = Literal["text", "thinking", "tool", "error", "other"]
@@ -194,4 +196,25 @@ def state_summary(data: Any) -> dict[str, Any]:
         "messages": count("messages"),
         "todos": count("todos"),
         "interrupted": bool(state.get("interrupt_data")),
+        "waiting_for": waiting_for(state.get("interrupt_data")),
     }
+
+
+def waiting_for(interrupt_data: Any) -> str:
+    """What a pending interrupt waits for, in a few words ("write_file, calculator:
+    add"); empty when there is none or it cannot be read."""
+    if not interrupt_data:
+        return ""
+    try:
+        interrupt = interrupt_from_dict(interrupt_data)
+    except SerializationError:
+        return "an unreadable interrupt"
+    if isinstance(interrupt, CustomInterrupt):
+        kind = interrupt.type
+        return (
+            f"an interrupt of type {kind}" if isinstance(kind, str) else "an interrupt"
+        )
+    return ", ".join(
+        f"{r.subagent}: {r.tool_name}" if r.subagent else r.tool_name
+        for r in interrupt.action_requests
+    )

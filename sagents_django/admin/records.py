@@ -152,9 +152,14 @@ class AgentStateAdmin(ReadOnlyAdmin):
     @admin.display(description="summary")
     def summary(self, state: models.Model) -> str:
         s = state_summary(state.state_data)
+        waiting = (
+            f", waiting for a decision on {s['waiting_for']}"
+            if s["interrupted"]
+            else ""
+        )
         return (
             f"envelope version {s['version']}, {s['messages']} messages, "
-            f"{s['todos']} todos{', waiting for a decision' if s['interrupted'] else ''}"
+            f"{s['todos']} todos{waiting}"
         )
 
     @admin.display(description="state")

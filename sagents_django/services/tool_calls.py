@@ -13,6 +13,7 @@ locking SELECT finds, a transaction of its own in autocommit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from django.core.exceptions import EmptyResultSet
@@ -20,6 +21,14 @@ from django.db import connections, router, transaction
 from django.db.models import QuerySet
 
 from sagents_django.conf import sagents_settings
+from sagents_django.core.approvals import (
+    Approve,
+    Decision,
+    Edit,
+    Reject,
+    decision_from_dict,
+)
+from sagents_django.core.exceptions import InvalidResume
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope
@@ -37,7 +46,7 @@ HITL_DECISIONS: Final = {
     "reject": "rejected",
     "rejected": "rejected",
 }
-"""Accepted decisions (a HITL decision type or its past tense) and what is stored."""
+"""Accepted decision names (a decision type or its past tense) and what is stored."""
 
 
 def mark_tool_executing(
@@ -97,15 +106,18 @@ def cancel_tool_call(
 
 
 def record_hitl_decision(
-    scope: Scope, call_id: str, decision: str, *, conversation_id: Any = None
+    scope: Scope,
+    call_id: str,
+    decision: str | Decision | Mapping[str, Any],
+    *,
+    conversation_id: Any = None,
 ) -> DisplayMessage:
     """Note a person's decision on the call (any state) as ``metadata["hitl_decision"]``,
-    and on its result row's content when there is one; returns the call row."""
-    stored = HITL_DECISIONS.get(decision) if isinstance(decision, str) else None
-    if stored is None:
-        raise InvalidInput(
-            f"decision must be one of {', '.join(HITL_DECISIONS)}; got {decision!r}"
-        )
+    and on its result row's content when there is one; returns the call row.
+
+    ``decision`` is a decision (``Approve()``, ``{"type": "edit", ...}``: the form
+    ``resume`` takes) or a decision type name, present or past tense."""
+    stored = _decision_name(decision)
     call_id = _call_id(call_id)
     with transaction.atomic():
         row = _find(scope, call_id, conversation_id, "tool_call", None)
@@ -120,6 +132,20 @@ def record_hitl_decision(
             result.content = {**result.content, "hitl_decision": stored}
             result.save(update_fields=["content"])
     return row
+
+
+def _decision_name(decision: Any) -> str:
+    if isinstance(decision, Mapping | Approve | Edit | Reject):
+        try:
+            return HITL_DECISIONS[decision_from_dict(decision).type]
+        except InvalidResume as exc:
+            raise InvalidInput(str(exc)) from None
+    stored = HITL_DECISIONS.get(decision) if isinstance(decision, str) else None
+    if stored is None:
+        raise InvalidInput(
+            f"decision must be one of {', '.join(HITL_DECISIONS)}; got {decision!r}"
+        )
+    return stored
 
 
 def resolve_interrupted_tool_result(

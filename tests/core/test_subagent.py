@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from sagents_django.core import InvalidResume, StateSerializer
+from sagents_django.core import Agent, InvalidResume, StateSerializer, Tool
 from sagents_django.core.middleware.subagent import SubAgent
 from sagents_django.core.serialization import deserialize_server_state
+from sagents_django.core.subagents import SubAgentConfig
 from tests.core import subagent_app
-from tests.core.subagent_app import build_parent
+from tests.core.subagent_app import ADD, build_parent
 from tests.fakes.openai_server import fault, reply, tool_call
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -282,3 +283,113 @@ async def test_state_updates_of_the_batch_survive_a_subagent_pause(fake_llm):
     first = await parent.execute(["Note and add"])
     assert first.status == "interrupted", first.error
     assert first.state.metadata == {"noted": "remember me"}
+
+
+# A sub-agent's own budget and until_tool (Sagents v0.14.3) ---------------------------
+NOTE = Tool(
+    name="note",
+    description="Note something down.",
+    function=lambda args, ctx: "noted",
+    parameters={"type": "object", "properties": {}},
+)
+SUBMIT = Tool(
+    name="submit",
+    description="Submit the final answer.",
+    function=lambda args, ctx: f"Final: {args['answer']}",
+    parameters={
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+    },
+)
+
+
+def parent_with(api_base: str, *configs: SubAgentConfig) -> Agent:
+    template = build_parent(api_base)
+    return Agent(
+        agent_id="parent-1",
+        model=template.model,
+        middleware=[(SubAgent, {"subagents": list(configs)})],
+        replace_default_middleware=True,
+    )
+
+
+async def test_a_subagent_keeps_its_own_max_runs(fake_llm):
+    looper = SubAgentConfig(
+        name="looper", description="Loops.", tools=[NOTE], max_runs=2
+    )
+    fake_llm.script(
+        reply(tool_calls=[task_call("looper", "Take notes.")]),
+        reply(tool_calls=[tool_call("note", {}, id="n1")]),
+        reply(tool_calls=[tool_call("note", {}, id="n2")]),
+        reply("The looper ran out of steps."),
+    )
+    parent = parent_with(fake_llm.base_url, looper)
+    assert parent.max_runs == 50
+
+    result = await parent.execute(["Go"])
+
+    assert result.status == "completed", result.error
+    task_result = result.state.messages[2].tool_results[0]
+    assert task_result.is_error
+    assert "max_runs (2 model calls" in task_result.content
+    assert len(fake_llm.requests) == 4  # parent, 2 sub-agent calls, parent
+
+
+async def test_a_subagent_stops_at_its_own_until_tool_and_answers_with_its_result(
+    fake_llm,
+):
+    reporter = SubAgentConfig(
+        name="reporter",
+        description="Reports through submit.",
+        tools=[NOTE, SUBMIT],
+        until_tool="submit",
+        max_runs=1,
+    )
+    fake_llm.script(
+        reply(tool_calls=[task_call("reporter", "Report 42.")]),
+        reply(tool_calls=[tool_call("submit", {"answer": "42"}, id="s1")]),
+        reply("The reporter says 42."),
+    )
+
+    result = await parent_with(fake_llm.base_url, reporter).execute(["Go"])
+
+    assert result.status == "completed", result.error
+    # The last permitted response's until_tool call ran and ended the sub-agent.
+    assert result.state.messages[2].tool_results[0].content == "Final: 42"
+    assert len(fake_llm.requests) == 3
+
+
+async def test_a_resumed_subagent_is_rebuilt_with_its_own_max_runs(fake_llm):
+    careful = SubAgentConfig(
+        name="careful",
+        description="Asks before adding.",
+        tools=[ADD, NOTE],
+        interrupt_on={"add": True},
+        max_runs=1,
+    )
+    fake_llm.script(
+        reply(tool_calls=[task_call("careful", "Add 1+2.")]),
+        reply(tool_calls=[tool_call("add", {"a": 1, "b": 2}, id="a1")]),
+    )
+    parent = parent_with(fake_llm.base_url, careful)
+    paused = await parent.execute(["Go"])
+    assert paused.status == "interrupted", paused.error
+
+    fake_llm.script(
+        reply(tool_calls=[tool_call("note", {}, id="n1")]),
+        reply("Careful ran out of steps."),
+    )
+    stored = json.loads(
+        json.dumps(StateSerializer.serialize_server_state(parent, paused.state))
+    )
+    fresh = parent_with(fake_llm.base_url, careful)
+    state = deserialize_server_state(
+        fresh.agent_id, stored, middleware=fresh.middleware
+    )
+    result = await fresh.resume(state, [{"type": "approve"}])
+
+    assert result.status == "completed", result.error
+    task_result = result.state.messages[2].tool_results[0]
+    assert task_result.is_error and "max_runs (1 model calls" in task_result.content
+    assert len(fake_llm.requests) == 4

@@ -20,6 +20,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 import sagents_django.admin as sagents_admin
+from sagents_django.core.approvals import (
+    ActionRequest,
+    HITLInterrupt,
+    SubAgentInterrupt,
+)
 from sagents_django.core.display import extract_display_items
 from sagents_django.core.messages import ContentPart, Message, ToolCall, ToolResult
 from sagents_django.core.serialization import StateSerializer
@@ -819,6 +824,61 @@ def test_an_agent_state_page_shows_the_state_as_indented_json(
     assert HOSTILE not in html
     assert re.search(r'<pre class="sagents-json">\{\n  &quot;version&quot;: 1,', html)
     assert "envelope version 1, 1 messages, 1 todos" in html
+
+
+@pytest.mark.parametrize(
+    ("interrupt", "shown"),
+    [
+        pytest.param(
+            HITLInterrupt(
+                action_requests=[
+                    ActionRequest(tool_call_id="w1", tool_name="write_file"),
+                    ActionRequest(tool_call_id="d1", tool_name="delete_file"),
+                ]
+            ).to_dict(),
+            "waiting for a decision on write_file, delete_file",
+            id="hitl",
+        ),
+        pytest.param(
+            SubAgentInterrupt(
+                subagent="calculator",
+                subagent_id="p.sub.t1",
+                tool_call_id="t1",
+                interrupt=HITLInterrupt(
+                    action_requests=[ActionRequest(tool_call_id="a1", tool_name="add")]
+                ),
+            ).to_dict(),
+            "waiting for a decision on calculator: add",
+            id="subagent",
+        ),
+        pytest.param(
+            {"type": "ask", "question": HOSTILE},
+            "waiting for a decision on an interrupt of type ask",
+            id="custom",
+        ),
+        pytest.param(
+            {"action_requests": "garbage"},
+            "waiting for a decision on an unreadable interrupt",
+            id="malformed",
+        ),
+    ],
+)
+def test_an_agent_state_page_says_what_a_pending_interrupt_waits_for(
+    superuser_client: Client, owner: User, interrupt: dict, shown: str
+) -> None:
+    conversation = make_conversation(owner, "x")
+    state = AgentState.objects.get(conversation=conversation)
+    state.state_data["state"]["interrupt_data"] = interrupt
+    state.save()
+
+    html = superuser_client.get(change_url(state)).content.decode()
+    conversation_html = superuser_client.get(change_url(conversation)).content.decode()
+
+    assert shown in html
+    assert HOSTILE not in html
+    assert shown.replace("waiting for", "· waiting for") in " ".join(
+        conversation_html.split()
+    )
 
 
 def test_stored_files_list_scope_path_size_and_type_and_show_content_escaped(

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from sagents_django import services
+from sagents_django.core import Approve, Reject
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope
@@ -118,7 +119,14 @@ def test_a_hitl_decision_is_stamped_on_the_call_and_its_result(
 
 @pytest.mark.parametrize(
     "given, stored",
-    [("approve", "approved"), ("edited", "edited"), ("reject", "rejected")],
+    [
+        ("approve", "approved"),
+        ("edited", "edited"),
+        ("reject", "rejected"),
+        (Approve(), "approved"),
+        (Reject(message="No."), "rejected"),
+        ({"type": "edit", "arguments": {"q": "y"}}, "edited"),
+    ],
 )
 def test_decisions_are_stored_in_the_past_tense(
     scope: Scope, conversation: Any, given: str, stored: str
@@ -186,6 +194,16 @@ def test_an_unknown_call_id_is_not_found(scope: Scope, conversation: Any) -> Non
             id="decision None",
         ),
         pytest.param(
+            lambda s: services.record_hitl_decision(s, "c1", {"type": "maybe"}),
+            id="decision dict of an unknown type",
+        ),
+        pytest.param(
+            lambda s: services.record_hitl_decision(
+                s, "c1", {"type": "edit", "arguments": "x"}
+            ),
+            id="edit decision without an arguments object",
+        ),
+        pytest.param(
             lambda s: services.resolve_interrupted_tool_result(s, "c1", 42),
             id="result not a string",
         ),
@@ -207,3 +225,11 @@ def test_nul_in_a_resolved_result_is_replaced(scope: Scope, conversation: Any) -
     row = services.resolve_interrupted_tool_result(scope, "c1", "a\x00b")
     row.refresh_from_db()
     assert row.content["content"] == "a\ufffdb"
+
+
+def test_a_decision_dict_that_does_not_fit_names_the_bad_field(
+    scope: Scope, conversation: Any
+) -> None:
+    tool_call_row(scope, conversation, "c1")
+    with pytest.raises(InvalidInput, match=r"decision\.arguments must be an object"):
+        services.record_hitl_decision(scope, "c1", {"type": "edit", "arguments": [1]})
