@@ -20,7 +20,6 @@ finish.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,7 +37,7 @@ from .exceptions import LLMError
 from .expansion import expand_tool_results
 from .llm import call_model
 from .messages import Message, TokenUsage, ToolCall, ToolResult
-from .middleware.base import Interrupt
+from .middleware.base import Interrupt, call_hook
 from .review import check_pre_tool_hitl
 from .state import State, merge_states
 from .todo import Todo
@@ -142,13 +141,6 @@ class Execution:
 
 
 Step = Callable[[Execution], Awaitable[AgentResult | None]]
-
-
-async def call_hook(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    result = function(*args, **kwargs)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
 
 
 # Steps ------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from .approvals import (
     decision_from_dict,
 )
 from .exceptions import InvalidResume
+from .middleware.base import call_hook
 
 if TYPE_CHECKING:
     from .messages import ToolCall
@@ -49,8 +50,6 @@ async def check_pre_tool_hitl(ex: Execution) -> AgentResult | None:
     calls = [c for c in ex.pending_tool_calls() if c.call_id not in ex.tool_decisions]
     if not calls:
         return None
-    from .modes import call_hook
-
     context = review_context(ex)
     claimed: dict[str, ActionRequest] = {}
     for entry in entries:
@@ -110,8 +109,6 @@ async def resume_hitl(
     Raises ``InvalidResume`` (nothing changed) when they do not fit; ends the turn
     as an error when a ``review_decisions`` hook fails.
     """
-    from .modes import call_hook
-
     pending = ex.pending_tool_calls()
     checked = interrupt.check_decisions(
         decisions, pending_call_ids=[c.call_id for c in pending]

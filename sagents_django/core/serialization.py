@@ -9,6 +9,9 @@ interrupt are written; the agent (model, tools, middleware) is rebuilt from code
 Loading validates shape and bounds (nesting depth) and never imports or instantiates
 anything named by the data. Interrupted tool results that no middleware claims through
 ``restorable_interrupt`` become error results, so the model sees a recoverable failure.
+A pending HITL or sub-agent interrupt is read into its current JSON form (see
+``approvals``), so states written before the interrupt types load like new ones; one
+that cannot be read is kept as stored (``resume`` then explains what is wrong).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from .approvals import CustomInterrupt, interrupt_from_dict
 from .exceptions import SerializationError, StateVersionError
 from .messages import Message
 from .middleware.base import MiddlewareEntry, is_restorable
@@ -79,7 +83,7 @@ def deserialize_state(agent_id: str | None, data: Any) -> State:
         messages=messages,
         todos=todos,
         metadata=metadata,
-        interrupt_data=interrupt,
+        interrupt_data=_current_form(interrupt),
         agent_id=agent_id,
     )
 
@@ -116,6 +120,16 @@ class StateSerializer:
     serialize_server_state = staticmethod(serialize_server_state)
     deserialize_state = staticmethod(deserialize_state)
     deserialize_server_state = staticmethod(deserialize_server_state)
+
+
+def _current_form(interrupt: dict[str, Any] | None) -> dict[str, Any] | None:
+    if interrupt is None:
+        return None
+    try:
+        typed = interrupt_from_dict(interrupt)
+    except SerializationError:
+        return interrupt
+    return interrupt if isinstance(typed, CustomInterrupt) else typed.to_dict()
 
 
 def _list(data: dict[str, Any], key: str) -> list[Any]:

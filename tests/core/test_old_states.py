@@ -132,6 +132,48 @@ def test_an_old_hitl_pause_reads_as_a_hitl_interrupt_with_its_allowed_decisions(
     assert {r.middleware_id for r in interrupt.action_requests} == {None}
 
 
+def test_an_old_hitl_pause_loads_in_the_current_json_form(fake_llm):
+    state = restore(hitl_agent(fake_llm, []), "hitl_pause_v1.json")
+    stored = load_fixture("hitl_pause_v1.json")["state"]["interrupt_data"]
+
+    assert "type" not in stored and "allowed_decisions" not in str(
+        stored["action_requests"]
+    )
+    assert state.interrupt_data == state.interrupt.to_dict()
+    assert state.interrupt_data["type"] == "hitl"
+    assert [
+        r["allowed_decisions"] for r in state.interrupt_data["action_requests"]
+    ] == [
+        ["approve", "edit", "reject"],
+        ["approve", "reject"],
+    ]
+    assert state.interrupt_data["review_configs"] == stored["review_configs"]
+
+
+def test_interrupt_data_that_cannot_be_read_still_loads_as_stored(fake_llm):
+    data = load_fixture("hitl_pause_v1.json")
+    data["state"]["interrupt_data"]["action_requests"][0]["tool_call_id"] = 7
+
+    state = deserialize_server_state("hitl-1", data)
+
+    assert state.interrupt_data == data["state"]["interrupt_data"]
+
+
+async def test_unreadable_interrupt_data_makes_resume_say_what_is_wrong(fake_llm):
+    agent = hitl_agent(fake_llm, [])
+    data = load_fixture("hitl_pause_v1.json")
+    data["state"]["interrupt_data"]["action_requests"][0]["tool_call_id"] = 7
+    state = deserialize_server_state(agent.agent_id, data, middleware=agent.middleware)
+
+    with pytest.raises(
+        InvalidResume,
+        match=r"cannot be read: interrupt_data\.action_requests\[0\]\.tool_call_id "
+        "must be a string, not 7",
+    ):
+        await agent.resume(state, [Approve(), Approve()])
+    assert fake_llm.requests == []
+
+
 async def test_an_old_hitl_pause_resumes_with_typed_decisions(fake_llm):
     calls: list = []
     agent = hitl_agent(fake_llm, calls)
@@ -188,6 +230,9 @@ def test_an_old_subagent_pause_reads_as_a_subagent_interrupt(fake_llm):
     # The paused tool result still holds the sub-agent's conversation.
     paused = state.messages[2].tool_results[0]
     assert paused.is_interrupt and "_run" in paused.interrupt_data
+    # The state's copy is in the current form: the sub-agent's interrupt nested.
+    assert state.interrupt_data["interrupt"]["type"] == "hitl"
+    assert "subagent_type" not in state.interrupt_data
 
 
 async def test_an_old_subagent_pause_resumes_and_the_subagent_finishes(fake_llm):

@@ -171,6 +171,14 @@ class MiddlewareEntry:
         return (self.cls, options) if options else self.cls
 
 
+async def call_hook(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a hook, sync or async, and return its (awaited) result."""
+    result = function(*args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
 def class_path(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
