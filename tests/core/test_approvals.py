@@ -249,6 +249,11 @@ def test_decisions_that_do_not_fit_the_interrupt_are_refused(
     [
         pytest.param([], "interrupt_data must be an object, not", id="list"),
         pytest.param(
+            {"type": "hitl"},
+            "interrupt_data.action_requests must be a list, not None",
+            id="hitl-without-requests",
+        ),
+        pytest.param(
             {"action_requests": "all"},
             "interrupt_data.action_requests must be a list, not 'all'",
             id="requests-not-a-list",

@@ -281,7 +281,7 @@ def interrupt_from_dict(
     kind = data.get("type")
     if kind == "subagent":
         return SubAgentInterrupt.from_dict(data, where=where)
-    if "action_requests" in data and kind in (None, "hitl"):
+    if kind == "hitl" or (kind is None and "action_requests" in data):
         return HITLInterrupt.from_dict(data, where=where)
     return CustomInterrupt(
         data={k: v for k, v in data.items() if not k.startswith("_")}
