@@ -11,6 +11,8 @@ transaction around them):
   cannot beat the server's commit rate, printed first (raw SQL, no ORM) as the floor;
 - the latest 50 rows of a 100,000-row conversation (``load_display_messages(limit=50)``)
   and a page 100 pages deep (``before=`` a cursor 5,000 rows from the end);
+- a page of the conversation list 50 pages deep (``list_conversations(cursor=...)``,
+  newest first) among 10,000 conversations of one owner (2,000 with ``--quick``);
 - saving and loading (``save_agent_state`` / ``load_agent_state``) the state of a
   1,000-message conversation of realistic sizes (user questions of 50-300 characters,
   answers of 300-2,000, a tool call with its 200-4,000-character result every third
@@ -21,7 +23,7 @@ save and load <= 20 ms each.
 
 The databases are the benchmark's own: Django's test-database machinery creates
 ``test_sagents_bench`` on the PostgreSQL server (127.0.0.1:5432 unless
-``BENCH_POSTGRES_URL`` says otherwise) and a temporary SQLite file, migrates them,
+``BENCH_POSTGRES_URL`` says otherwise; ``test_`` + its database name) and a temporary SQLite file, migrates them,
 and drops them at the end; ``db.sqlite3`` is never opened.
 
 Run from the repository root::
@@ -60,6 +62,7 @@ TARGETS = {
     "append_batch": ">= 2,000/s",
     "latest_50": "<= 5 ms",
     "deep_page": "",
+    "list_page": "",
     "state_save": "<= 20 ms",
     "state_load": "<= 20 ms",
     "deserialize": "",
@@ -104,7 +107,9 @@ def run(database: str, *, quick: bool, runs: int) -> None:
         # A file, as a site would use (an in-memory database would flatter it).
         settings.DATABASES["default"]["TEST"]["NAME"] = f"{tmp}/bench.sqlite3"
     else:
-        settings.DATABASES["default"]["TEST"]["NAME"] = "test_sagents_bench"
+        # Named after the URL's database, so runs against two URLs never share one.
+        name = settings.DATABASES["default"]["NAME"]
+        settings.DATABASES["default"]["TEST"]["NAME"] = f"test_{name}"
     settings.DEBUG = False
     django.setup()
 
@@ -177,6 +182,14 @@ class Bench:
                 "deep_page",
                 f"a page 100 pages deep of {rows_total:,}",
                 milliseconds(deep),
+            )
+        )
+        listed = 2_000 if self.quick else 10_000
+        figures.append(
+            (
+                "list_page",
+                f"a conversation list page 50 pages deep of {listed:,}",
+                milliseconds(self.listing(listed)),
             )
         )
         save, load, decode, size = self.state(1_000)
@@ -418,6 +431,39 @@ class Bench:
             self.repeat(deep, inner=20, combine=statistics.median),
             plan,
         )
+
+    def listing(self, total: int) -> list[float]:
+        """A cursor page deep in one owner's conversation list (newest first)."""
+        from django.contrib.auth import get_user_model
+        from django.db import connection
+
+        from sagents_django.scope import Scope
+
+        owner = get_user_model().objects.create_user(username="bench-lister")
+        scope = Scope.for_user(owner)
+        model = self.services.conversation_model()
+        # Batches of 100 share an updated_at (a bulk import does that), so the
+        # cursor's tie-break on the id is exercised too.
+        for start in range(0, total, 100):
+            model.objects.bulk_create(
+                model(title=f"c{start + i}", user=owner) for i in range(100)
+            )
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(f"ANALYZE {model._meta.db_table}")
+        pages = self.services.list_conversations(scope, limit=50 * 50)
+        cursor = self.services.conversation_cursor(pages[-1])
+
+        def page() -> float:
+            start = time.perf_counter()
+            rows = self.services.list_conversations(scope, limit=50, cursor=cursor)
+            elapsed = time.perf_counter() - start
+            assert len(rows) == 50
+            return elapsed
+
+        for _ in range(5):
+            page()
+        return self.repeat(page, inner=20, combine=statistics.median)
 
     def state(self, count: int) -> tuple[list[float], list[float], list[float], int]:
         from sagents_django.core.messages import Message, ToolCall, ToolResult
