@@ -15,7 +15,11 @@ class SagentsDjangoConfig(AppConfig):
         from django.core.signals import setting_changed
 
         from sagents_django import conf
-        from sagents_django.checks import check_sagents_settings
+        from sagents_django.checks import (
+            check_sagents_settings,
+            check_scope_resolves_owner,
+        )
 
         checks.register(check_sagents_settings)
+        checks.register(check_scope_resolves_owner)
         setting_changed.connect(conf.reset_on_setting_changed)

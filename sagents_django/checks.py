@@ -62,3 +62,49 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
             )
         )
     return messages
+
+
+def check_scope_resolves_owner(**kwargs: Any) -> list[checks.CheckMessage]:
+    """The configured scope class can name an owner of the configured conversation
+    model: the default ``Scope`` only knows users, so a model owned by anything else
+    needs a scope that overrides ``resolve_owner``. A SCOPE that cannot be imported
+    is another check's business."""
+    from django.utils.module_loading import import_string
+
+    from sagents_django.scope import Scope, conversation_model, owned_by_users
+
+    try:
+        cls = import_string(conf.get("SCOPE"))
+        model = conversation_model()
+    except Exception:
+        return []
+    if not (isinstance(cls, type) and issubclass(cls, Scope)):
+        return []  # a scope of the host's own design: it answers for itself
+    if owned_by_users(model) or _resolves_owner(cls):
+        return []
+    field = getattr(model, "OWNER_FIELD", None)
+    return [
+        checks.Error(
+            f"The scope class {cls.__module__}.{cls.__qualname__} cannot resolve "
+            f"the owner of {model._meta.label} ({field!r} is not a user), so every "
+            "user owns nothing.",
+            hint="Subclass sagents_django.scope.Scope, override the classmethod "
+            "resolve_owner(cls, user) to return the user's owner instance (or None), "
+            'and name it in SAGENTS["SCOPE"].',
+            obj=model,
+            id="sagents_django.E100",
+        )
+    ]
+
+
+def _resolves_owner(cls: type) -> bool:
+    """Whether a Scope subclass decides owners itself (overrides one of the methods
+    the default resolution goes through)."""
+    from sagents_django.scope import Scope
+
+    for klass in cls.__mro__:
+        if klass is Scope:
+            return False
+        if {"resolve_owner", "for_user", "from_request"} & set(vars(klass)):
+            return True
+    return False

@@ -4,9 +4,24 @@ Every service function takes a scope first (the Phoenix scope pattern Sagents us
 and sees only the conversations the scope owns; a conversation outside it is "not
 found", never "forbidden", so ids of other tenants cannot be probed.
 
-The default ``Scope`` is built from ``request.user``: the owner is the user, which
-matches the default conversation model (``OWNER_FIELD = "user"``). Anonymous or
-unauthenticated users own nothing: they see no conversation and cannot create one.
+A scope is built from ``request.user``; what the user owns conversations as comes
+from one classmethod, ``resolve_owner(user)``. The default answers the user itself,
+but only when the conversation model's owner foreign key points at the user model
+(or the model has no owner): for any other owner (a team, an organization) it
+refuses to guess and answers None, and a scope whose owner is None owns nothing: it
+sees no conversation and cannot create one. Anonymous users own nothing either. A
+system check (``sagents_django.E100``) fails while the configured scope class cannot
+resolve the configured model's owner.
+
+A site whose conversations belong to a team overrides that one method::
+
+    @dataclass(frozen=True, kw_only=True)
+    class TeamScope(Scope):
+        @classmethod
+        def resolve_owner(cls, user):
+            return user.team  # None (no team): sees nothing, cannot create
+
+    SAGENTS = {"SCOPE": "myapp.scope.TeamScope"}
 
 The protocol a host's scope class follows (subclass ``Scope`` or write your own)::
 
@@ -17,18 +32,6 @@ The protocol a host's scope class follows (subclass ``Scope`` or write your own)
     to_dict() -> dict / from_dict(data)      JSON form, for a worker that rebuilds
                                              the scope of a queued run
 
-Name the class in ``SAGENTS["SCOPE"]`` (a dotted path). A site whose conversations
-belong to a team only changes where the owner comes from::
-
-    @dataclass(frozen=True, kw_only=True)
-    class TeamScope(Scope):
-        @classmethod
-        def for_user(cls, user):
-            team = getattr(user, "team", None) if _authenticated(user) else None
-            return cls(user=user, owner=team)
-
-    SAGENTS = {"SCOPE": "myapp.scope.TeamScope"}
-
 A scope is runtime data of the current caller: never store it in agent state.
 """
 
@@ -37,13 +40,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Self
 
+import swapper
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
 from django.db import models
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
 
 from sagents_django.conf import sagents_settings
+from sagents_django.exceptions import InvalidInput
 
 
 def _authenticated(user: Any) -> bool:
@@ -53,6 +58,32 @@ def _authenticated(user: Any) -> bool:
 def owner_field(model: type[models.Model]) -> str | None:
     """The owner foreign key a conversation model declares (None: ownerless)."""
     return getattr(model, "OWNER_FIELD", None)
+
+
+def owner_model(model: type[models.Model]) -> type[models.Model] | None:
+    """The model the owner field of conversation ``model`` points at (None when the
+    model is ownerless or the field is not a relation)."""
+    field = owner_field(model)
+    if field is None:
+        return None
+    return model._meta.get_field(field).related_model
+
+
+def owned_by_users(model: type[models.Model]) -> bool:
+    """Whether conversations of ``model`` are owned by users (or by nobody), the only
+    case where a user can stand for the owner without a host's say."""
+    if owner_field(model) is None:
+        return True
+    target = owner_model(model)
+    if not isinstance(target, type):  # not a relation, or unresolved
+        return False
+    user_model = get_user_model()
+    return target._meta.concrete_model is user_model._meta.concrete_model
+
+
+def conversation_model() -> type[models.Model]:
+    """The active (possibly swapped) conversation model."""
+    return swapper.load_model("sagents_django", "Conversation")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,9 +96,29 @@ class Scope:
     """What conversations belong to (an instance or its primary key); None: nothing."""
 
     @classmethod
+    def resolve_owner(cls, user: Any) -> Any:
+        """What the authenticated ``user`` owns conversations as (an instance of the
+        owner model, or its primary key), or None: owns nothing, sees nothing,
+        cannot create. The one method a host overrides for a non-user owner.
+
+        The default answers ``user`` only when the conversation model's owner
+        foreign key targets ``AUTH_USER_MODEL`` (or the model has no owner), and
+        refuses (None) otherwise: a user's id is never taken for a team's.
+        """
+        return user if owned_by_users(conversation_model()) else None
+
+    @classmethod
     def for_user(cls, user: Any) -> Self:
-        """The default: an authenticated user owns their own conversations."""
-        return cls(user=user, owner=user if _authenticated(user) else None)
+        """The scope of ``user``: ``resolve_owner`` for a signed-in user, nothing for
+        anyone else. A related object the user lacks (``user.membership`` raising
+        DoesNotExist) is no owner."""
+        owner = None
+        if _authenticated(user):
+            try:
+                owner = cls.resolve_owner(user)
+            except ObjectDoesNotExist:
+                owner = None
+        return cls(user=user, owner=owner)
 
     @classmethod
     def from_request(cls, request: HttpRequest) -> Self:
@@ -77,16 +128,24 @@ class Scope:
     def is_authenticated(self) -> bool:
         return _authenticated(self.user)
 
-    def owner_pk(self) -> Any:
-        """The owner's primary key, or None when the scope owns nothing."""
+    def owner_pk(self, model: type[models.Model] | None = None) -> Any:
+        """The owner's primary key, or None when the scope owns nothing.
+
+        With the conversation ``model``, an owner instance of another model than
+        its owner field targets owns nothing there (a group whose id equals a
+        user's id is not that user).
+        """
         owner = self.owner
         if isinstance(owner, models.Model):
+            target = owner_model(model) if model is not None else None
+            if isinstance(target, type) and not isinstance(owner, target):
+                return None
             return owner.pk  # None for an unsaved instance: owns nothing
         return owner
 
     def filter_conversations(self, queryset: models.QuerySet) -> models.QuerySet:
         """Narrow ``queryset`` (of the conversation model) to what this scope owns."""
-        pk = self.owner_pk()
+        pk = self.owner_pk(queryset.model)
         if pk is None:
             return queryset.none()
         field = owner_field(queryset.model)
@@ -98,9 +157,16 @@ class Scope:
 
     def owner_values(self, model: type[models.Model]) -> dict[str, Any]:
         """The owner field values of a conversation this scope creates."""
-        pk = self.owner_pk()
+        pk = self.owner_pk(model)
         if pk is None:
-            raise PermissionDenied("An anonymous scope cannot create conversations.")
+            if not self.is_authenticated:
+                raise PermissionDenied(
+                    "An anonymous scope cannot create conversations."
+                )
+            raise PermissionDenied(
+                "This scope owns nothing (its resolve_owner found no owner for the "
+                "user), so it cannot create conversations."
+            )
         field = owner_field(model)
         if field is None:
             return {}
@@ -115,12 +181,50 @@ class Scope:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
         """Rebuild with ``for_user``, so ownership is checked again (a user who left
-        a team no longer sees its conversations); an unknown user owns nothing."""
-        user_id = data.get("user_id") if isinstance(data, dict) else None
-        user = None
-        if user_id is not None:
-            user = get_user_model()._default_manager.filter(pk=user_id).first()
-        return cls.for_user(user)
+        a team no longer sees its conversations); an unknown user owns nothing.
+
+        ``data`` must be what ``to_dict`` writes: ``{"user_id": None}`` or the id in
+        the type the user model's primary key takes (an int for integer keys, text
+        otherwise); anything else is InvalidInput, never a guess.
+        """
+        if not isinstance(data, dict) or "user_id" not in data:
+            raise InvalidInput(
+                f"A scope's JSON form is {{'user_id': ...}}; got {_short(data)}"
+            )
+        user_id = data["user_id"]
+        if user_id is None:
+            return cls.for_user(None)
+        model = get_user_model()
+        user_id = _user_pk(model, user_id)
+        return cls.for_user(model._default_manager.filter(pk=user_id).first())
+
+
+def _user_pk(model: type[models.Model], value: Any) -> Any:
+    """``value`` as a primary key of the user ``model``, or InvalidInput."""
+    field = model._meta.pk
+    bad = InvalidInput(
+        f"user_id must be a {model._meta.label} primary key, not {_short(value)}"
+    )
+    if isinstance(field, models.IntegerField):
+        # A float or a bool would be read as an integer (1.5 and True as user 1).
+        if type(value) is not int:
+            raise bad
+    elif type(value) is not str or len(value) > 255:
+        raise bad
+    try:
+        value = field.to_python(value)
+        field.run_validators(value)  # the column's range, for integers
+    except ValidationError:
+        raise bad from None
+    return value
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def scope_class() -> type[Scope]:
