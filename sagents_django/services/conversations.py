@@ -7,34 +7,31 @@ exactly like one that does not exist.
 List cursors are opaque strings that carry the sort key of the last row seen
 (``(updated_at, id)`` by default): a conversation's ``updated_at`` changes whenever
 it is used, so a cursor naming only a row id would move under the reader's feet.
+Opaque is not secret: anyone can decode and forge one, so a cursor is read as
+untrusted input and anything ``conversation_cursor`` could not have made is
+InvalidInput before a query runs.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-import swapper
 from django.db import models, transaction
-from django.db.models import F
-from django.db.models.fields.tuple_lookups import (
-    Tuple,
-    TupleGreaterThan,
-    TupleLessThan,
-)
 from django.http import Http404
 from django.utils import timezone
 
+from sagents_django import scope as scopes
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope
 
-from .validation import clean_mapping, clean_text, parse_int, parse_uuid
+from .keyset import beyond
+from .validation import clean_mapping, clean_text, parse_int, parse_uuid, storable
 
 if TYPE_CHECKING:
     from sagents_django.models import AbstractConversation
@@ -51,6 +48,7 @@ ORDERINGS: Final = (
     "-title",
 )
 MAX_PAGE: Final = 1000
+CURSOR_MAX_LENGTH: Final = 2048
 SEARCH_MAX_LENGTH: Final = 200
 SEARCH_MAX_RESULTS: Final = 100
 
@@ -59,7 +57,7 @@ _UNSET: Any = object()
 
 def conversation_model() -> type[AbstractConversation]:
     """The active (possibly swapped) conversation model."""
-    return swapper.load_model("sagents_django", "Conversation")
+    return scopes.conversation_model()  # type: ignore[return-value]
 
 
 def owned_conversations(scope: Scope) -> models.QuerySet:
@@ -197,8 +195,9 @@ def list_conversations(
         if offset:
             raise InvalidInput("Pass either offset or cursor, not both")
         value, pk = _decode_cursor(cursor, order_by)
-        lookup = TupleLessThan if descending else TupleGreaterThan
-        queryset = queryset.filter(lookup(Tuple(F(field), F("pk")), (value, pk)))
+        queryset = queryset.filter(
+            beyond((field, "pk"), (value, pk), descending=descending)
+        )
     return list(queryset[offset : offset + limit])
 
 
@@ -218,28 +217,57 @@ def conversation_cursor(
 
 
 def _decode_cursor(cursor: Any, order_by: str) -> tuple[Any, uuid.UUID]:
-    bad = InvalidInput(f"cursor {str(cursor)[:80]!r} is not a conversation list cursor")
-    if not isinstance(cursor, str) or len(cursor) > 2048:
+    """The sort key a cursor carries, checked as hostile input: every way it can be
+    malformed (encoding, nesting, types, a time no database holds, text no title
+    can be) is InvalidInput."""
+    if not isinstance(cursor, str):
+        raise InvalidInput(
+            f"cursor must be a string made by conversation_cursor(), not "
+            f"{type(cursor).__name__}"
+        )
+    bad = InvalidInput(f"cursor {cursor[:80]!r} is not a conversation list cursor")
+    if len(cursor) > CURSOR_MAX_LENGTH:
         raise bad
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        ordering, value, pk = json.loads(raw)
-        pk = uuid.UUID(pk)
-    except (binascii.Error, ValueError, TypeError, AttributeError):
+        parts = json.loads(raw)
+    except (ValueError, RecursionError):  # binascii.Error and bad UTF-8 included
         raise bad from None
+    if type(parts) is not list or len(parts) != 3:
+        raise bad
+    ordering, value, pk = parts
+    if not isinstance(ordering, str) or ordering not in ORDERINGS:
+        raise bad
     if ordering != order_by:
         raise InvalidInput(
             f"cursor was made for order_by={ordering!r}, not {order_by!r}"
         )
+    if not isinstance(pk, str) or len(pk) > 64:
+        raise bad
+    try:
+        pk = uuid.UUID(pk)
+    except ValueError:
+        raise bad from None
     if order_by.lstrip("-") == "title":
-        if not isinstance(value, str):
+        # Stored titles are at most TITLE_MAX_LENGTH characters with NULs and lone
+        # surrogates replaced (validation.storable): a cursor made from one is too.
+        if (
+            not isinstance(value, str)
+            or len(value) > TITLE_MAX_LENGTH
+            or storable(value) != value
+        ):
             raise bad
         return value, pk
+    if not isinstance(value, str) or len(value) > 64:
+        raise bad
     try:
         moment = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
+        # In UTC, as stored: an offset that moves the moment past year 1 or 9999
+        # fails here instead of in the database adapter.
+        moment = moment.astimezone(UTC) if timezone.is_aware(moment) else None
+    except (ValueError, OverflowError):
         raise bad from None
-    if timezone.is_naive(moment):
+    if moment is None:
         raise bad
     return moment, pk
 

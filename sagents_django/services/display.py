@@ -5,7 +5,8 @@ index). Pagination cursors are row ids: a row's sort key never changes once
 written, so its id names a fixed position, the UI already holds the ids of the rows
 it shows, and an id is trivially validated. ``before``/``after`` resolve the id to its
 sort key (one primary-key lookup, within the conversation) and then walk the index
-with a row-value comparison. The latest page is one query, ownership included.
+with a keyset condition (``keyset``). The latest page is one query, ownership
+included.
 
 On PostgreSQL an append is one statement too (``sql``): ownership check, the
 conversation's ``updated_at`` and the INSERT of every row, a transaction of its own
@@ -19,12 +20,6 @@ from typing import Any, Final
 
 from django.core.exceptions import EmptyResultSet
 from django.db import connections, router, transaction
-from django.db.models import F
-from django.db.models.fields.tuple_lookups import (
-    Tuple,
-    TupleGreaterThan,
-    TupleLessThan,
-)
 from django.utils import timezone
 
 from sagents_django.conf import sagents_settings
@@ -45,6 +40,7 @@ from .conversations import (
     owned_ids,
     require_conversation,
 )
+from .keyset import beyond
 from .sql import fetch, isolated, one_statement, touch_owned_conversation
 from .validation import choice, clean_json, clean_mapping, clean_text, parse_int
 
@@ -267,14 +263,10 @@ def load_display_messages(
             raise InvalidInput(
                 f"cursor {missing[0]} is not a display message of this conversation"
             )
-    # The redundant bound on the leading column gives backends without row-value
-    # comparison (SQLite gets an OR expansion) an index range to walk.
     if before_id is not None:
-        key = keys[before_id]
-        rows = rows.filter(TupleLessThan(_KEY, key), inserted_at__lte=key[0])
+        rows = rows.filter(beyond(_ORDER, keys[before_id], descending=True))
     if after_id is not None:
-        key = keys[after_id]
-        rows = rows.filter(TupleGreaterThan(_KEY, key), inserted_at__gte=key[0])
+        rows = rows.filter(beyond(_ORDER, keys[after_id], descending=False))
     if limit is None:
         return list(rows.order_by(*_ORDER))
     if after_id is not None and before_id is None:
@@ -282,9 +274,6 @@ def load_display_messages(
     latest = list(rows.order_by(*_ORDER_DESC)[:limit])
     latest.reverse()
     return latest
-
-
-_KEY = Tuple(F("inserted_at"), F("sequence"), F("id"))
 
 
 def display_message_cursor(message: DisplayMessage) -> int:
@@ -295,7 +284,14 @@ def display_message_cursor(message: DisplayMessage) -> int:
 def _cursor(value: Any, what: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, str) and value.isascii() and value.isdigit():
+    # At most 19 digits (ids are 64-bit): a longer string is not converted at all
+    # (Python refuses numbers of over 4,300 digits with a ValueError of its own).
+    if (
+        isinstance(value, str)
+        and value.isascii()
+        and value.isdigit()
+        and len(value) <= 19
+    ):
         value = int(value)
     return parse_int(value, what=what, minimum=1, maximum=2**63 - 1)
 

@@ -174,8 +174,12 @@ def _lone_surrogate_in(encoded: str) -> bool:
     return any(len(m.group()) != 12 for m in _SURROGATE_ESCAPE.finditer(encoded))
 
 
-def _storable(text: str) -> str:
+def storable(text: str) -> str:
+    """``text`` with NULs and lone surrogates replaced, as the services store it."""
     return _UNSTORABLE.sub(NUL_REPLACEMENT, text) if _UNSTORABLE.search(text) else text
+
+
+_storable = storable
 
 
 def _replace_unstorable(value: Any) -> Any:
@@ -189,5 +193,8 @@ def _replace_unstorable(value: Any) -> Any:
 
 
 def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python converts to text
+        return f"an {type(value).__name__} too large to print"
     return text if len(text) <= limit else f"{text[:limit]}..."
