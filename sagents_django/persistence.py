@@ -20,6 +20,7 @@ from asgiref.sync import sync_to_async
 
 from sagents_django import services
 from sagents_django.core.display import extract_display_items
+from sagents_django.core.exceptions import SerializationError
 from sagents_django.core.messages import Message
 from sagents_django.core.persistence import (
     LIFECYCLES,
@@ -50,6 +51,8 @@ class DjangoAgentPersistence:
         try:
             with isolated():
                 return services.load_agent_state(scope, context.conversation_id)
+        except SerializationError:
+            raise  # a stored state that cannot be read must not look like no state
         except Exception:
             logger.exception("Could not load the state of %s", context.agent_id)
             return None

@@ -20,6 +20,7 @@ from django.db.models.functions import Cast
 from django.utils import timezone
 
 from sagents_django.conf import sagents_settings
+from sagents_django.core.exceptions import SerializationError
 from sagents_django.core.todo import Todo
 from sagents_django.exceptions import InvalidInput
 from sagents_django.models import AgentState
@@ -130,17 +131,41 @@ def _insert(pk: Any, document: Cast, version: int) -> AgentState:
 
 
 def load_agent_state(scope: Scope, conversation_id: Any) -> dict[str, Any] | None:
-    """The stored envelope, or None (no state yet, or not in ``scope``)."""
+    """The stored envelope, or None (no state yet, or not in ``scope``).
+
+    A row that exists but cannot be read as a JSON object (nested deeper than the
+    decoder goes, not an object, JSON null) is SerializationError, not None: None
+    would start the conversation over and the next save would overwrite it.
+    """
     pk = conversation_pk(conversation_id)
-    data = (
-        AgentState.objects.filter(conversation_id=pk, conversation__in=owned_ids(scope))
-        .values_list("state_data", flat=True)
-        .first()
+    found = _read(
+        pk,
+        AgentState.objects.filter(
+            conversation_id=pk, conversation__in=owned_ids(scope)
+        ).values_list("pk", "state_data"),
     )
-    if data is not None and not isinstance(data, dict):
-        logger.warning("Stored state of conversation %s is not a dict; ignored", pk)
+    if found is None:
         return None
+    data = found[1]
+    if not isinstance(data, dict):
+        raise _unreadable(pk, f"it holds a {type(data).__name__}, not an object")
     return data
+
+
+def _read(pk: Any, rows: Any) -> Any:
+    """The first of ``rows``, with a document too deep to decode as the error it is."""
+    try:
+        return rows.first()
+    except RecursionError:
+        raise _unreadable(pk, "it nests deeper than JSON can be decoded") from None
+
+
+def _unreadable(pk: Any, why: str) -> SerializationError:
+    logger.error("The stored state of conversation %s cannot be read: %s", pk, why)
+    return SerializationError(
+        f"The stored state of conversation {pk} cannot be read: {why}; it was left "
+        "as it is."
+    )
 
 
 def load_todos(scope: Scope, conversation_id: Any) -> list[Todo]:
@@ -149,10 +174,11 @@ def load_todos(scope: Scope, conversation_id: Any) -> list[Todo]:
     Only the todos leave the database (a JSON path query), not the messages.
     """
     pk = conversation_pk(conversation_id)
-    raw = (
-        AgentState.objects.filter(conversation_id=pk, conversation__in=owned_ids(scope))
-        .values_list("state_data__state__todos", flat=True)
-        .first()
+    raw = _read(
+        pk,
+        AgentState.objects.filter(
+            conversation_id=pk, conversation__in=owned_ids(scope)
+        ).values_list("state_data__state__todos", flat=True),
     )
     if not isinstance(raw, list):
         return []

@@ -9,6 +9,10 @@ conversations. Among several matches the newest row wins.
 
 On PostgreSQL a transition is one statement (``sql``): an UPDATE of the row its
 locking SELECT finds, a transaction of its own in autocommit.
+
+A row's ``metadata`` or ``content`` that is not a JSON object (left by another
+writer) is read as an empty object, so the card still moves: the merge replaces it
+with the merged keys instead of failing with a TypeError on every transition.
 """
 
 from __future__ import annotations
@@ -121,7 +125,7 @@ def record_hitl_decision(
     call_id = _call_id(call_id)
     with transaction.atomic():
         row = _find(scope, call_id, conversation_id, "tool_call", None)
-        row.metadata = {**row.metadata, "hitl_decision": stored}
+        row.metadata = {**_object(row.metadata), "hitl_decision": stored}
         row.save(update_fields=["metadata"])
         result = (
             _rows(scope, call_id, row.conversation_id, "tool_result")
@@ -129,7 +133,7 @@ def record_hitl_decision(
             .first()
         )
         if result is not None:
-            result.content = {**result.content, "hitl_decision": stored}
+            result.content = {**_object(result.content), "hitl_decision": stored}
             result.save(update_fields=["content"])
     return row
 
@@ -159,7 +163,7 @@ def resolve_interrupted_tool_result(
     )
     with transaction.atomic():
         row = _find(scope, call_id, conversation_id, "tool_result", ("interrupted",))
-        row.content = {**row.content, "content": text, "is_interrupt": False}
+        row.content = {**_object(row.content), "content": text, "is_interrupt": False}
         row.status = "completed"
         row.save(update_fields=["content", "status"])
     return row
@@ -189,7 +193,7 @@ def _transition(
         row.status = to
         fields = ["status"]
         if extra:
-            row.metadata = {**row.metadata, **extra}
+            row.metadata = {**_object(row.metadata), **extra}
             fields.append("metadata")
         row.save(update_fields=fields)
     return row
@@ -217,7 +221,11 @@ def _update_newest(
     if extra:
         field = opts.get_field("metadata")
         metadata = quote(field.column)
-        sets.append(f"{metadata} = {metadata} || %s")
+        # jsonb || on a non-object would build an array: start from {} instead.
+        sets.append(
+            f"{metadata} = (CASE WHEN jsonb_typeof({metadata}) = 'object' "
+            f"THEN {metadata} ELSE '{{}}'::jsonb END) || %s"
+        )
         set_params.append(field.get_db_prep_save(extra, connection))
     fields = list(opts.concrete_fields)
     sql = (
@@ -228,6 +236,11 @@ def _update_newest(
     )
     found = fetch(connection, sql, [*set_params, *params], fields)
     return DisplayMessage.from_db(using, None, found[0]) if found else None
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A JSON column's value as an object to merge into ({} if it is not one)."""
+    return value if isinstance(value, dict) else {}
 
 
 def _call_id(value: Any) -> str:

@@ -297,6 +297,26 @@ MALFORMED = {
     "metadata an empty list": {"metadata": []},
     "metadata a string": {"metadata": "title"},
     "interrupt_data not a dict": {"interrupt_data": "pending"},
+    # Ids the core hashes (set and dict lookups): a list there was a TypeError.
+    "interrupt tool_call_id a list": {"interrupt_data": {"tool_call_id": ["c1"]}},
+    "interrupt tool_call_id a dict": {"interrupt_data": {"tool_call_id": {"a": 1}}},
+    "interrupt tool_call_id a number": {"interrupt_data": {"tool_call_id": 1}},
+    "action_requests not a list": {"interrupt_data": {"action_requests": "x"}},
+    "action request not a dict": {"interrupt_data": {"action_requests": ["x"]}},
+    "action request tool_call_id a list": {
+        "interrupt_data": {
+            "action_requests": [{"tool_call_id": ["c1"], "tool_name": "x"}]
+        }
+    },
+    "action request tool_name a list": {
+        "interrupt_data": {
+            "action_requests": [{"tool_call_id": "c1", "tool_name": ["x"]}]
+        }
+    },
+    "hitl_tool_call_ids holding a list": {
+        "interrupt_data": {"hitl_tool_call_ids": [["c1"]]}
+    },
+    "review_configs not a dict": {"interrupt_data": {"review_configs": ["x"]}},
 }
 
 
@@ -486,6 +506,16 @@ def test_an_unclaimed_interrupt_is_demoted_to_an_error_result() -> None:
         is_error=True,
     )
     assert second == ToolResult(tool_call_id="c2", name="other", content="fine")
+
+
+@pytest.mark.parametrize("call_id", [["c1"], {"c1": 1}], ids=["list", "dict"])
+def test_a_stored_interrupt_whose_id_is_not_text_is_a_serialization_error(
+    call_id: Any,
+) -> None:
+    envelope = interrupted_envelope({"type": "subagent"})
+    envelope["state"]["interrupt_data"] = {"tool_call_id": call_id}
+    with pytest.raises(SerializationError, match="tool_call_id"):
+        deserialize_server_state("a", envelope)
 
 
 def test_without_middleware_every_interrupt_is_demoted() -> None:
