@@ -7,6 +7,8 @@ get_modified_time; there is no overwrite, rename or metadata. So:
   keeps the key (S3 with ``file_overwrite``, ``FileSystemStorage(allow_overwrite=
   True)``) the save replaces the object in one call; otherwise the old object is
   deleted first, and a save that still lands elsewhere is undone and reported.
+- Every key is checked for symbolic links first on storages with local paths
+  (see ``links``).
 - What a key and ``size`` cannot tell (title, custom metadata, an explicit MIME type,
   and that an empty directory exists at all) goes to a record beside the entry:
   ``<directory>/.sagents-meta-<hash of the name>.json``, holding the name. Files
@@ -39,6 +41,7 @@ from sagents_django.core.filesystem.errors import PersistenceError
 from sagents_django.core.filesystem.paths import basename
 
 from .encoding import check_json
+from .links import check_key
 
 RESERVED_PREFIX = ".sagents-"
 """Names the backend keeps for itself; the model cannot create them."""
@@ -53,6 +56,7 @@ Record = dict[str, Any]
 
 # Objects ----------------------------------------------------------------------------
 def put(storage: Storage, key: str, data: bytes) -> None:
+    check_key(storage, key)
     if storage.get_available_name(key) != key:
         # This storage renames instead of overwriting: make room first.
         storage.delete(key)
@@ -68,6 +72,7 @@ def put(storage: Storage, key: str, data: bytes) -> None:
 
 def read(storage: Storage, key: str, limit: int) -> bytes:
     """The object's bytes; ``MISSING`` errors propagate."""
+    check_key(storage, key)
     with storage.open(key, "rb") as handle:
         data = handle.read(limit + 1)
     if isinstance(data, str):  # a storage that ignores the binary mode
@@ -81,6 +86,7 @@ def read(storage: Storage, key: str, limit: int) -> bytes:
 
 def remove(storage: Storage, key: str) -> None:
     """Delete ``key``; a missing one is not an error."""
+    check_key(storage, key)
     with contextlib.suppress(*MISSING):
         storage.delete(key)
 

@@ -11,7 +11,10 @@ kind and id percent-quoted so each stays one key segment::
 
 Keys are built only from checked paths (canonical, inside the config's directory,
 no ``.sagents-`` names), and every key is checked to lie under the scope's root
-before the storage sees it. Size and modification time come from the storage
+before the storage sees it. On a storage with local paths (``FileSystemStorage``) a
+key that runs through a symbolic link is refused, and a listing skips links and
+reports them in the log (see ``links``): a planted link reaches nothing outside the
+scope, and a cyclic one no longer empties the listing. Size and modification time come from the storage
 (``size``, ``get_modified_time`` when it has one), other metadata from records.
 
 Costs, for remote storages: a listing makes one ``listdir`` per directory and, per
@@ -24,6 +27,7 @@ rename). Writes are atomic when the storage overwrites in place (see ``records.p
 from __future__ import annotations
 
 import contextlib
+import logging
 import posixpath
 from dataclasses import replace
 from typing import Any
@@ -44,8 +48,11 @@ from sagents_django.core.filesystem.persistence import Persistence, StorageOpts
 
 from . import records
 from .keys import checked_path, mount, opts_scope
+from .links import check_key, is_link
 from .rows import stored_metadata
 from .threads import backend_call
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "sagents"
 DEFAULT_MAX_READ = 50 * 1024 * 1024
@@ -134,6 +141,7 @@ class StoragePersistence(Persistence):
             # Only an empty directory is removed (FileSystemStorage keeps real
             # ones, which would block a file of that name later); a storage whose
             # delete is recursive must never take files the index did not know.
+            check_key(storage, key)
             with contextlib.suppress(*records.MISSING, OSError):
                 if not any(storage.listdir(key)):
                     storage.delete(key)
@@ -150,7 +158,9 @@ class StoragePersistence(Persistence):
     ) -> list[FileEntry]:
         storage, root = self._where(opts)
         base = mount(opts)
+        check_key(storage, root + base)  # the scope's own directory is no link
         entries: list[FileEntry] = []
+        refused: list[str] = []
         stack = [(root + base, base)]
         while stack:
             key, directory = stack.pop()
@@ -158,6 +168,15 @@ class StoragePersistence(Persistence):
                 folders, files = storage.listdir(key)
             except records.MISSING:
                 continue
+            except OSError as exc:  # one unreadable directory, not the listing
+                refused.append(f"{directory or '/'} ({exc.strerror or exc})")
+                continue
+            for name in [*folders, *files]:
+                if is_link(storage, f"{key}/{name}"):
+                    refused.append(f"{directory}/{name}")
+            skipped = set(refused)
+            folders = [n for n in folders if f"{directory}/{n}" not in skipped]
+            files = [n for n in files if f"{directory}/{n}" not in skipped]
             marks: dict[str, records.Record] = {}
             for filename in files:
                 if filename.startswith(records.RECORD_PREFIX):
@@ -180,6 +199,14 @@ class StoragePersistence(Persistence):
                 (f"{key}/{name}", path)
                 for name in folders
                 if (path := _listed_path(directory, name)) is not None
+            )
+        if refused:
+            logger.warning(
+                "Files of scope %s/%s: %d entries refused (symbolic links are not "
+                "followed, unreadable directories are skipped): %r",
+                *opts_scope(opts),
+                len(refused),
+                refused,
             )
         return entries
 

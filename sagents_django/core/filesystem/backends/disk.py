@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import stat
 from dataclasses import replace
@@ -35,6 +36,8 @@ from ..errors import (
 from ..paths import normalize_path
 from ..persistence import Persistence, StorageOpts
 from . import safe_io, sidecar
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_READ = 50 * 1024 * 1024
 
@@ -190,6 +193,7 @@ class DiskPersistence(Persistence):
         except FileNotFoundError:
             return []
         entries: list[FileEntry] = []
+        links: list[str] = []
         stack: list[tuple[int, str]] = [(root_fd, "")]
         while stack:
             fd, prefix = stack.pop()
@@ -198,9 +202,12 @@ class DiskPersistence(Persistence):
                     found = list(items)
                 for item in found:
                     relative = f"{prefix}/{item.name}" if prefix else item.name
-                    path = _virtual(mount, relative, item.name)
-                    if path is None or item.is_symlink():
+                    if item.is_symlink():
+                        links.append(f"{mount}/{relative}")
                         continue  # links are never followed, nor listed
+                    path = _virtual(mount, relative, item.name)
+                    if path is None:
+                        continue
                     info = item.stat(follow_symlinks=False)
                     record = records.get(relative)
                     if stat.S_ISDIR(info.st_mode):
@@ -216,6 +223,14 @@ class DiskPersistence(Persistence):
                         )
             finally:
                 os.close(fd)
+        if links:
+            logger.warning(
+                "Files under %s: %d symbolic links refused (links are not followed): "
+                "%r",
+                mount or "/",
+                len(links),
+                links,
+            )
         return entries
 
 
