@@ -59,6 +59,21 @@ from hostsite.settings_before import *  # noqa: F403
 
 INSTALLED_APPS = [*INSTALLED_APPS, "hostsite.agents"]  # noqa: F405
 SAGENTS_DJANGO_CONVERSATION_MODEL = "agents.Conversation"
+# The default Scope refuses team owners (system check sagents_django.E100).
+SAGENTS = {**SAGENTS, "SCOPE": "teams.scope.TeamScope"}  # noqa: F405
+"""
+
+TEAM_SCOPE = """\
+from dataclasses import dataclass
+
+from sagents_django.scope import Scope
+
+
+@dataclass(frozen=True, kw_only=True)
+class TeamScope(Scope):
+    @classmethod
+    def resolve_owner(cls, user):
+        return None  # this test site has no team membership
 """
 
 TEAM_MODELS = """\
@@ -191,6 +206,7 @@ def host(tmp_path: Path) -> Path:
     write(tmp_path / "hostsite" / "settings.py", SETTINGS)
     write(tmp_path / "teams" / "__init__.py", "")
     write(tmp_path / "teams" / "models.py", TEAM_MODELS)
+    write(tmp_path / "teams" / "scope.py", TEAM_SCOPE)
     write(tmp_path / "teams" / "migrations" / "__init__.py", "")
     write(tmp_path / "teams" / "migrations" / "0001_initial.py", TEAM_MIGRATION)
     return tmp_path
