@@ -98,13 +98,14 @@ def check_scope_resolves_owner(**kwargs: Any) -> list[checks.CheckMessage]:
 
 
 def _resolves_owner(cls: type) -> bool:
-    """Whether a Scope subclass decides owners itself (overrides one of the methods
-    the default resolution goes through)."""
+    """Whether a Scope subclass decides owners itself: it overrides
+    ``resolve_owner``, or ``for_user``, which both ``from_request`` and
+    ``from_dict`` (a worker's rebuilt scope) go through."""
     from sagents_django.scope import Scope
 
     for klass in cls.__mro__:
         if klass is Scope:
             return False
-        if {"resolve_owner", "for_user", "from_request"} & set(vars(klass)):
+        if {"resolve_owner", "for_user"} & set(vars(klass)):
             return True
     return False
