@@ -76,8 +76,6 @@ def deserialize_state(agent_id: str | None, data: Any) -> State:
         raise SerializationError(
             "Serialized state interrupt_data must be a dict or null"
         )
-    if interrupt is not None:
-        _check_interrupt(interrupt)
     for message in messages:
         if message.role not in ("system", "user", "assistant", "tool"):
             raise SerializationError(f"Unknown message role {message.role!r}")
@@ -141,40 +139,6 @@ def _list(data: dict[str, Any], key: str) -> list[Any]:
     if not isinstance(value, list):
         raise SerializationError(f"Serialized state {key!r} must be a list")
     return value
-
-
-def _check_interrupt(interrupt: dict[str, Any]) -> None:
-    """The identifiers of a pending interrupt that resuming hashes or looks up (a
-    list there was a TypeError on every load); the rest is its middleware's data."""
-    where = "Serialized state interrupt_data"
-    if not _text_or_none(interrupt.get("tool_call_id")):
-        raise SerializationError(f"{where} 'tool_call_id' must be a string")
-    requests = interrupt.get("action_requests")
-    if requests is not None:
-        if not isinstance(requests, list):
-            raise SerializationError(f"{where} 'action_requests' must be a list")
-        for request in requests:
-            if not (
-                isinstance(request, dict)
-                and _text_or_none(request.get("tool_call_id"))
-                and _text_or_none(request.get("tool_name"))
-            ):
-                raise SerializationError(
-                    f"{where} 'action_requests' must hold dicts whose "
-                    "'tool_call_id' and 'tool_name' are strings"
-                )
-    ids = interrupt.get("hitl_tool_call_ids")
-    if ids is not None and not (
-        isinstance(ids, list) and all(isinstance(i, str) for i in ids)
-    ):
-        raise SerializationError(f"{where} 'hitl_tool_call_ids' must be strings")
-    configs = interrupt.get("review_configs")
-    if configs is not None and not isinstance(configs, dict):
-        raise SerializationError(f"{where} 'review_configs' must be a dict")
-
-
-def _text_or_none(value: Any) -> bool:
-    return value is None or isinstance(value, str)
 
 
 def _check_depth(data: Any) -> None:

@@ -105,7 +105,10 @@ class State:
         if not demoted:
             return self
         interrupt = self.interrupt_data
-        if interrupt and interrupt.get("tool_call_id") in demoted:
+        # Stored data may hold anything there (a list is unhashable): only an id can
+        # name a demoted result; anything else stays for resume to explain.
+        call_id = interrupt.get("tool_call_id") if interrupt else None
+        if isinstance(call_id, str) and call_id in demoted:
             interrupt = None  # it pointed at a result that can no longer resume
         return replace(self, messages=messages, interrupt_data=interrupt)
 

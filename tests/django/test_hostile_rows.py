@@ -124,9 +124,16 @@ def test_the_agent_persistence_does_not_turn_an_unreadable_row_into_a_new_start(
     assert rows() == before
 
 
-def test_a_stored_interrupt_whose_id_is_a_list_fails_to_load_with_a_clear_error(
+def test_a_stored_interrupt_whose_id_is_a_list_loads_and_says_what_is_wrong(
     scope: Scope, conversation: Any
 ) -> None:
+    # A sub-agent's pause whose id was damaged: loading used to hash it (TypeError).
+    pending = {
+        "type": "subagent",
+        "subagent": "calc",
+        "subagent_id": "s1",
+        "tool_call_id": ["c1"],
+    }
     data = envelope(
         messages=[
             {
@@ -146,14 +153,17 @@ def test_a_stored_interrupt_whose_id_is_a_list_fails_to_load_with_a_clear_error(
                 ],
             },
         ],
-        interrupt_data={"tool_call_id": ["c1"]},
+        interrupt_data=pending,
     )
     services.save_agent_state(scope, conversation.pk, data)
     before = rows()
-    loaded = DjangoAgentPersistence().load_state(scope, context_of(conversation))
-    for _ in range(2):  # every later load: the same clear error, nothing changed
+    for _ in range(2):  # every later load: no TypeError, the interrupt as stored
+        loaded = DjangoAgentPersistence().load_state(scope, context_of(conversation))
+        state = deserialize_server_state(conversation.agent_id, loaded)
+        assert state.interrupt_data == pending
+        # What resume reads: the library's own error, naming the field.
         with pytest.raises(SerializationError, match="tool_call_id"):
-            deserialize_server_state(conversation.agent_id, loaded)
+            state.interrupt  # noqa: B018
     assert rows() == before
 
 
