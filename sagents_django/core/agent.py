@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from . import events
 from .approvals import HITLInterrupt, interrupt_from_dict, interrupt_to_dict
@@ -353,7 +353,10 @@ def to_state(value: State | Iterable[Any]) -> State:
     return State(messages=messages)
 
 
-def _run_sync(coroutine: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -19,6 +19,11 @@ calling code, or a state that cannot be used::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # messages imports nothing from here, but keep the tree import-free
+    from .messages import Message
+
 
 class SagentsError(Exception):
     """Base class of every error raised by sagents_django."""
@@ -49,14 +54,27 @@ class LLMError(SagentsError):
 
     ``retryable`` says whether another attempt could succeed (rate limits, 5xx,
     connection errors), which drives retries and fallbacks in the chain.
+    ``status_code`` is the provider's HTTP status, when there was one;
+    ``retry_after`` the seconds its ``Retry-After`` header asked to wait.
+    ``partial`` is the assistant message assembled from what streamed before the
+    failure (marked ``stream_error``), None when nothing had streamed: text that
+    already reached people is kept, and such a call is never replayed.
     """
 
     def __init__(
-        self, message: str, *, retryable: bool = False, status_code: int | None = None
-    ):
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+        partial: Message | None = None,
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
         self.status_code = status_code
+        self.retry_after = retry_after
+        self.partial = partial
 
 
 class StreamError(LLMError):

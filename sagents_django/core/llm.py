@@ -267,8 +267,8 @@ async def stream_once(
             ) from error
         raise
     if assembler.status is None:
-        error = StreamError("The model's stream ended without a finish reason")
-        raise _with_partial(error, assembler, retryable=not assembler.emitted)
+        unfinished = StreamError("The model's stream ended without a finish reason")
+        raise _with_partial(unfinished, assembler, retryable=not assembler.emitted)
     message = assembler.build(assembler.status)
     if usage is not None:
         message.metadata["usage"] = usage.to_dict()
@@ -280,7 +280,7 @@ def _with_partial(
     error: StreamError, assembler: _Assembler, *, retryable: bool
 ) -> StreamError:
     error.retryable = retryable
-    error.partial = assembler.build("stream_error") if assembler.emitted else None  # type: ignore[attr-defined]
+    error.partial = assembler.build("stream_error") if assembler.emitted else None
     return error
 
 
@@ -314,7 +314,7 @@ async def call_model(
                 )
             except LLMError as error:
                 last_error = error
-                if getattr(error, "partial", None) is not None:
+                if error.partial is not None:
                     raise  # text already reached people: never replay it
                 logger.warning(
                     "Model %s attempt %d/%d failed: %s",
@@ -325,7 +325,7 @@ async def call_model(
                 )
                 if not error.retryable or attempt + 1 == attempts:
                     break
-                wait = getattr(error, "retry_after", None)
+                wait = error.retry_after
                 await sleep(
                     min(wait, 30.0) if wait is not None else delay * (2**attempt)
                 )

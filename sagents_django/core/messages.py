@@ -57,7 +57,9 @@ class ContentPart:
         )
 
     @classmethod
-    def image(cls, data: str, *, media: str = "image/png", detail: str | None = None):
+    def image(
+        cls, data: str, *, media: str = "image/png", detail: str | None = None
+    ) -> ContentPart:
         options: dict[str, Any] = {"media": media}
         if detail:
             options["detail"] = detail
@@ -71,7 +73,9 @@ class ContentPart:
         return cls(type="image", content=url, options=options)
 
     @classmethod
-    def file(cls, data: str, *, media: str, filename: str | None = None):
+    def file(
+        cls, data: str, *, media: str, filename: str | None = None
+    ) -> ContentPart:
         options: dict[str, Any] = {"media": media}
         if filename:
             options["filename"] = filename
@@ -307,11 +311,13 @@ class Message:
     # Constructors -----------------------------------------------------------------
     @classmethod
     def system(cls, text: str) -> Message:
-        return cls(role="system", content=text)  # type: ignore[arg-type]
+        return cls(role="system", content=_parts(text))
 
     @classmethod
-    def user(cls, content: str | list[ContentPart], *, name: str | None = None):
-        return cls(role="user", content=content, name=name)  # type: ignore[arg-type]
+    def user(
+        cls, content: str | list[ContentPart], *, name: str | None = None
+    ) -> Message:
+        return cls(role="user", content=_parts(content), name=name)
 
     @classmethod
     def assistant(
@@ -323,7 +329,7 @@ class Message:
     ) -> Message:
         return cls(
             role="assistant",
-            content=content,  # type: ignore[arg-type]
+            content=_parts(content),
             tool_calls=tool_calls or [],
             status=status,
         )
@@ -404,6 +410,13 @@ class Message:
         from .openai_format import message_to_openai
 
         return message_to_openai(self)
+
+
+def _parts(content: str | list[ContentPart]) -> list[ContentPart]:
+    """A constructor's content as parts: a string is one text part (none if empty)."""
+    if isinstance(content, str):
+        return [ContentPart.text(content)] if content else []
+    return content
 
 
 def _check(condition: bool, problem: str) -> None:

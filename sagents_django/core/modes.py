@@ -174,7 +174,7 @@ async def call_llm(ex: Execution) -> AgentResult | None:
             should_cancel=ex.should_cancel,
         )
     except LLMError as error:
-        partial = getattr(error, "partial", None)
+        partial = error.partial
         if partial is not None:
             ex.state = ex.state.add_message(partial)
             await ex.callbacks.fire("on_error_message_created", ex, partial)

@@ -202,20 +202,18 @@ def _content_from_openai(content: Any) -> list[ContentPart]:
             if not isinstance(image, dict):  # the bare-string form
                 image = {"url": image}
             url = image.get("url", "")
-            media, data = _split_data_url(url)
+            split = _split_data_url(url)
             part = (
-                ContentPart.image(data, media=media, detail=image.get("detail"))
-                if data is not None
+                ContentPart.image(split[1], media=split[0], detail=image.get("detail"))
+                if split is not None
                 else ContentPart.image_url(url, detail=image.get("detail"))
             )
             parts.append(part)
         elif kind == "file":
             file = item.get("file") or {}
-            media, data = _split_data_url(file.get("file_data", ""))
+            media, data = _split_data_url(file.get("file_data", "")) or ("", "")
             parts.append(
-                ContentPart.file(
-                    data or "", media=media or "", filename=file.get("filename")
-                )
+                ContentPart.file(data, media=media, filename=file.get("filename"))
             )
         elif kind in ("thinking", "reasoning"):
             parts.append(ContentPart.thinking(item.get(kind) or item.get("text", "")))
@@ -238,8 +236,9 @@ def _tool_content_from_openai(content: Any) -> str | list[ContentPart]:
     return _content_from_openai(content)
 
 
-def _split_data_url(url: str) -> tuple[str | None, str | None]:
+def _split_data_url(url: str) -> tuple[str, str] | None:
+    """``(media, base64 data)`` of a data URL; None for any other URL."""
     if not url.startswith("data:") or ";base64," not in url:
-        return None, None
+        return None
     head, data = url[5:].split(";base64,", 1)
     return head, data

@@ -102,17 +102,15 @@ def _as_message(message: str | Message) -> Message:
     return message
 
 
-def _checked(preprocessor: Any, result: Any) -> tuple[Message, Message]:
-    if (
-        not isinstance(result, tuple)
-        or len(result) != 2
-        or not all(isinstance(m, Message) for m in result)
-    ):
-        raise TypeError(
-            f"{type(preprocessor).__name__}.preprocess must return "
-            f"(display_message, llm_message), not {result!r}"
-        )
-    return result
+def _checked(preprocessor: Any, result: object) -> tuple[Message, Message]:
+    if isinstance(result, tuple) and len(result) == 2:
+        display, llm = result
+        if isinstance(display, Message) and isinstance(llm, Message):
+            return display, llm
+    raise TypeError(
+        f"{type(preprocessor).__name__}.preprocess must return "
+        f"(display_message, llm_message), not {result!r}"
+    )
 
 
 class MentionExpander:

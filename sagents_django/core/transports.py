@@ -322,14 +322,13 @@ def _http_error(status: int, body: str, headers: Any) -> LLMError:
         message = detail.get("message") if isinstance(detail, dict) else str(detail)
     except (ValueError, AttributeError):
         message = body[:500]
-    error = LLMError(
+    retry_after = headers.get("retry-after") if headers is not None else None
+    return LLMError(
         f"The model returned HTTP {status}: {message or 'no detail'}",
         retryable=status in RETRYABLE_STATUS,
         status_code=status,
+        retry_after=_seconds(retry_after),
     )
-    retry_after = headers.get("retry-after") if headers is not None else None
-    error.retry_after = _seconds(retry_after)  # type: ignore[attr-defined]
-    return error
 
 
 def _litellm_error(exc: Exception) -> LLMError:
@@ -344,15 +343,14 @@ def _litellm_error(exc: Exception) -> LLMError:
     )
     message = getattr(exc, "message", None) or str(exc)
     where = f"HTTP {status}, {name}" if status else name
-    error = LLMError(
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    return LLMError(
         f"The model call failed ({where}): {message}",
         retryable=retryable,
         status_code=status,
+        retry_after=_seconds(headers.get("retry-after") if headers else None),
     )
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    error.retry_after = _seconds(headers.get("retry-after") if headers else None)  # type: ignore[attr-defined]
-    return error
 
 
 def _seconds(value: str | None) -> float | None:

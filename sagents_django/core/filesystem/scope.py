@@ -20,11 +20,8 @@ def canonical_scope(scope: Any) -> ScopeKey:
     if isinstance(scope, list | tuple):
         if not scope:
             raise ConfigurationError("A filesystem scope cannot be empty")
-        for part in scope:
-            _check_part(part, scope)
-        return tuple(scope)
-    _check_part(scope, scope)
-    return scope
+        return tuple(_check_part(part, scope) for part in scope)
+    return _check_part(scope, scope)
 
 
 def scope_to_json(scope: Any) -> Any:
@@ -33,7 +30,7 @@ def scope_to_json(scope: Any) -> Any:
     return list(key) if isinstance(key, tuple) else key
 
 
-def _check_part(part: Any, scope: Any) -> None:
+def _check_part(part: object, scope: Any) -> str | int:
     # bool is an int subclass, but True as an id is surely a mistake.
     if isinstance(part, bool) or not isinstance(part, str | int):
         raise ConfigurationError(
@@ -42,3 +39,4 @@ def _check_part(part: Any, scope: Any) -> None:
         )
     if isinstance(part, str) and not part:
         raise ConfigurationError(f"A filesystem scope part cannot be empty: {scope!r}")
+    return part

@@ -74,7 +74,7 @@ class FileSystemState(MoveMixin, StorageMixin):
         self.scope_json = scope_to_json(self.scope_key)
         self.max_file_size = max_file_size
         self.max_total_size = max_total_size
-        self._lock = threading.RLock()
+        self._lock: AbstractContextManager[Any] = threading.RLock()
         self._configs: dict[str, FileSystemConfig] = {}
         self._specific: list[FileSystemConfig] = []
         self._default: FileSystemConfig | None = None
@@ -224,17 +224,19 @@ class FileSystemState(MoveMixin, StorageMixin):
             config = self.config_for_path(path)
             self._check_writable(config, path, "write to")
             self._check_size(config, path, byte_size(content), existing)
-            extra = {"mime_type": mime_type, "custom": dict(custom) if custom else None}
+            own = dict(custom) if custom else None
             if existing is not None:
-                entry = existing.update_content(content, **extra)
+                entry = existing.update_content(content, mime_type=mime_type, custom=own)
                 if title is not None:
                     entry = replace(entry, title=title)
             elif config is not None:
                 entry = FileEntry.new_persisted_file(
-                    path, content, title=title, **extra
+                    path, content, title=title, mime_type=mime_type, custom=own
                 )
             else:
-                entry = FileEntry.new_memory_file(path, content, title=title, **extra)
+                entry = FileEntry.new_memory_file(
+                    path, content, title=title, mime_type=mime_type, custom=own
+                )
             changes += self._ensure_ancestors(path)
             if config is not None:
                 if existing is None or not config.debounce_ms:

@@ -116,7 +116,7 @@ class StorageMixin:
             raise FileNotFound(f"File not found: {path}")
         probe = FileEntry.new_indexed_file(path)
         try:
-            stored = self._call(config, "load", probe)
+            stored: FileEntry = self._call(config, "load", probe)
         except FileNotFound:
             raise FileNotFound(f"File not found: {path}") from None
         entry = replace(stored, path=path, persistence="persisted", loaded=True)

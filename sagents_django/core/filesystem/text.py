@@ -17,10 +17,12 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from .errors import FileSystemError
 
+_regex: ModuleType | None
 try:  # pragma: no cover - which branch runs depends on the environment
     import regex as _regex
 except ImportError:  # pragma: no cover
@@ -123,9 +125,13 @@ class Searcher:
     ) -> None:
         flags = 0 if case_sensitive else re.IGNORECASE
         engine: Any = _regex or re
+        errors: tuple[type[Exception], ...] = (
+            re.error,
+            getattr(_regex, "error", re.error),
+        )
         try:
             self._compiled = engine.compile(pattern, flags)
-        except (re.error, getattr(_regex, "error", re.error)) as exc:
+        except errors as exc:
             raise EditError(f"Invalid regex pattern: {pattern!r} ({exc})") from None
         self._deadline = time.monotonic() + budget
 

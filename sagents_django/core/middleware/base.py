@@ -37,9 +37,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from ..exceptions import ConfigurationError
 
@@ -51,6 +51,10 @@ if TYPE_CHECKING:
     from ..tools import Tool
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+MaybeAwaitable: TypeAlias = T | Awaitable[T]
+"""What a hook returns: hooks may be plain or ``async def``."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -96,10 +100,10 @@ class Middleware:
     def callbacks(self) -> dict[str, Callable[..., Any]]:
         return {}
 
-    def before_model(self, state: State) -> State | Interrupt:
+    def before_model(self, state: State) -> MaybeAwaitable[State | Interrupt]:
         return state
 
-    def after_model(self, state: State) -> State | Interrupt:
+    def after_model(self, state: State) -> MaybeAwaitable[State | Interrupt]:
         return state
 
     def review_tool_calls(
@@ -124,13 +128,13 @@ class Middleware:
 
     def handle_resume(
         self, agent: Agent, state: State, resume_data: Any, **options: Any
-    ) -> Resume | Interrupt | State | None:
+    ) -> MaybeAwaitable[Resume | Interrupt | State | None]:
         return None
 
-    def handle_message(self, message: Any, state: State) -> State:
+    def handle_message(self, message: Any, state: State) -> MaybeAwaitable[State]:
         return state
 
-    def on_server_start(self, state: State) -> State:
+    def on_server_start(self, state: State) -> MaybeAwaitable[State]:
         return state
 
     def state_schema(self) -> Any:
@@ -191,8 +195,8 @@ def init_middleware(spec: Any) -> MiddlewareEntry:
         mw_id = getattr(spec, "id", None) or class_path(type(spec))
         spec.id = mw_id
         # A subclass's own __init__ may not call super().__init__: no options then.
-        options = dict(getattr(spec, "options", None) or {})
-        return MiddlewareEntry(id=mw_id, middleware=spec, options=options)
+        own_options = dict(getattr(spec, "options", None) or {})
+        return MiddlewareEntry(id=mw_id, middleware=spec, options=own_options)
     if isinstance(spec, str):
         spec = _import_class(spec)
     options: dict[str, Any] = {}

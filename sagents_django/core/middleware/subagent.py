@@ -209,11 +209,11 @@ class SubAgent(Middleware):
             return None
         call_id = interrupt.tool_call_id
         paused = _interrupted_result(state, call_id)
-        if paused is None or "_run" not in (paused.interrupt_data or {}):
+        run_data = (paused.interrupt_data or {}).get("_run") if paused else None
+        if paused is None or not isinstance(run_data, dict):
             raise InvalidResume(
                 f"The paused sub-agent call {call_id!r} is no longer in the conversation"
             )
-        run_data = paused.interrupt_data["_run"]  # type: ignore[index]
         subagent_type = str(run_data.get("subagent_type"))
         if subagent_type not in self.types():
             raise InvalidResume(f"Sub-agent type {subagent_type!r} is not configured")

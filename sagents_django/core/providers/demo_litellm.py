@@ -169,7 +169,9 @@ def register_demo_provider() -> None:
 def _make_handler(litellm: Any) -> Any:
     """A ``litellm.CustomLLM`` instance; the class is built here, after the import."""
 
-    class DemoLLM(litellm.CustomLLM):
+    # Built on the module attribute (typed Any): litellm declares ``astreaming`` a
+    # coroutine returning an iterator, but it calls an async generator, as here.
+    class DemoLLM(litellm.CustomLLM):  # type: ignore[misc]  # subclasses Any, see above
         def completion(self, *args: Any, **kwargs: Any) -> Any:
             messages, reply = _request(kwargs)
             return _model_response(litellm, reply, _usage(messages, reply))
