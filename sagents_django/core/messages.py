@@ -73,9 +73,7 @@ class ContentPart:
         return cls(type="image", content=url, options=options)
 
     @classmethod
-    def file(
-        cls, data: str, *, media: str, filename: str | None = None
-    ) -> ContentPart:
+    def file(cls, data: str, *, media: str, filename: str | None = None) -> ContentPart:
         options: dict[str, Any] = {"media": media}
         if filename:
             options["filename"] = filename

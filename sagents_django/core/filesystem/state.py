@@ -226,7 +226,9 @@ class FileSystemState(MoveMixin, StorageMixin):
             self._check_size(config, path, byte_size(content), existing)
             own = dict(custom) if custom else None
             if existing is not None:
-                entry = existing.update_content(content, mime_type=mime_type, custom=own)
+                entry = existing.update_content(
+                    content, mime_type=mime_type, custom=own
+                )
                 if title is not None:
                     entry = replace(entry, title=title)
             elif config is not None:
