@@ -208,7 +208,8 @@ def display_rows(message: Message) -> list[dict[str, Any]]:
 
 
 def _pick(info: ToolInfo, *keys: str) -> dict[str, Any]:
-    return {k: info[k] for k in keys if info.get(k) is not None}  # type: ignore[literal-required]
+    fields: dict[str, Any] = dict(info)  # read by computed key, not a literal
+    return {k: fields[k] for k in keys if fields.get(k) is not None}
 
 
 def display_callbacks(
@@ -229,19 +230,26 @@ def display_callbacks(
         await save(scope, message, context)
 
     async def on_tool_started(_execution: Any, call: Any, _tool: Any) -> None:
-        info = {"call_id": call.call_id, "name": call.name}
+        info: ToolInfo = {"call_id": call.call_id, "name": call.name}
         await status(scope, "executing", info, context)
 
     async def on_tool_completed(_execution: Any, call: Any, result: Any) -> None:
         if result.is_interrupt:
-            info = {"call_id": call.call_id, "display_text": result.display_text}
+            info: ToolInfo = {
+                "call_id": call.call_id,
+                "display_text": result.display_text,
+            }
             await status(scope, "interrupted", info, context)
         else:
             info = {"call_id": call.call_id, "name": call.name, "result": result.text}
             await status(scope, "completed", info, context)
 
     async def on_tool_failed(_execution: Any, call: Any, result: Any) -> None:
-        info = {"call_id": call.call_id, "name": call.name, "error": result.text}
+        info: ToolInfo = {
+            "call_id": call.call_id,
+            "name": call.name,
+            "error": result.text,
+        }
         await status(scope, "failed", info, context)
 
     return {

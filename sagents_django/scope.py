@@ -38,7 +38,7 @@ A scope is runtime data of the current caller: never store it in agent state.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import swapper
 from django.contrib.auth import get_user_model
@@ -152,7 +152,7 @@ class Scope:
         if field is None:
             # Ownerless conversations are shared by everyone the site lets in.
             return queryset
-        attname = queryset.model._meta.get_field(field).attname
+        attname = _concrete(queryset.model, field).attname
         return queryset.filter(**{attname: pk})
 
     def owner_values(self, model: type[models.Model]) -> dict[str, Any]:
@@ -170,7 +170,7 @@ class Scope:
         field = owner_field(model)
         if field is None:
             return {}
-        return {model._meta.get_field(field).attname: pk}
+        return {_concrete(model, field).attname: pk}
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: only the acting user's id; the owner is derived again on load."""
@@ -235,3 +235,8 @@ def scope_class() -> type[Scope]:
 def get_scope(request: HttpRequest) -> Scope:
     """The scope of ``request``, built by the configured scope class."""
     return scope_class().from_request(request)
+
+
+def _concrete(model: type[models.Model], name: str) -> models.Field:
+    """The owner field (a foreign key by contract: OWNER_FIELD names one)."""
+    return cast(models.Field, model._meta.get_field(name))

@@ -38,6 +38,7 @@ from sagents_django.admin.presentation import (
 )
 from sagents_django.models import (
     RUN_STATUSES,
+    AbstractConversation,
     AgentRun,
     AgentState,
     DisplayMessage,
@@ -187,20 +188,20 @@ class ConversationAdmin(admin.ModelAdmin):
         )
 
     # Changelist -------------------------------------------------------------------
-    def get_list_display(self, request: HttpRequest) -> list[str]:
+    def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
         owner = [self.owner_field] if self.owner_field else []
-        return [
+        return (
             "display_title",
             *owner,
             "status",
             "message_count",
             "last_activity",
-        ]
+        )
 
     def get_list_display_links(
         self, request: HttpRequest, list_display: Any
-    ) -> list[str]:
-        return ["display_title"]
+    ) -> tuple[str, ...]:
+        return ("display_title",)
 
     def get_list_select_related(self, request: HttpRequest) -> Any:
         return [self.owner_field] if self.owner_field else False
@@ -215,27 +216,27 @@ class ConversationAdmin(admin.ModelAdmin):
         return [RunStatusFilter, *owner, "created_at", "updated_at"]
 
     @admin.display(description="title", ordering="title")
-    def display_title(self, conversation: models.Model) -> str:
+    def display_title(self, conversation: AbstractConversation) -> str:
         return conversation.title or "(untitled)"
 
     @admin.display(description="status", ordering="latest_run_status")
-    def status(self, conversation: models.Model) -> str:
+    def status(self, conversation: AbstractConversation) -> str:
         return getattr(conversation, "latest_run_status", None) or IDLE
 
     @admin.display(description="messages", ordering="message_count")
-    def message_count(self, conversation: models.Model) -> int:
+    def message_count(self, conversation: AbstractConversation) -> int:
         return getattr(conversation, "message_count", 0)
 
     @admin.display(description="last activity", ordering="last_activity")
-    def last_activity(self, conversation: models.Model) -> str:
+    def last_activity(self, conversation: AbstractConversation) -> str:
         # Formatted here: a read-only field would print a raw datetime's repr.
         value = getattr(conversation, "last_activity", None) or conversation.updated_at
         return display_for_value(value, self.get_empty_value_display())
 
     # Change page ------------------------------------------------------------------
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         owner = [self.owner_field] if self.owner_field else []
-        return [
+        return (
             "id",
             *owner,
             "title",
@@ -245,7 +246,7 @@ class ConversationAdmin(admin.ModelAdmin):
             "updated_at",
             "last_activity",
             "pretty_metadata",
-        ]
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # Everything but the title: the rest is the runtime's (owner, counters) or
@@ -253,7 +254,7 @@ class ConversationAdmin(admin.ModelAdmin):
         return [f for f in self.get_fields(request, obj) if f != "title"]
 
     @admin.display(description="metadata")
-    def pretty_metadata(self, conversation: models.Model) -> SafeString:
+    def pretty_metadata(self, conversation: AbstractConversation) -> SafeString:
         return json_block(conversation.metadata)
 
     def render_change_form(

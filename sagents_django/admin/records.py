@@ -21,6 +21,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from sagents_django.admin.presentation import chat_entries, json_block, state_summary
+from sagents_django.models import AgentRun, AgentState, DisplayMessage, StoredFile
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -65,13 +66,13 @@ class DisplayMessageAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     @admin.display(description="content")
-    def preview(self, message: models.Model) -> str:
+    def preview(self, message: DisplayMessage) -> str:
         content = message.content if isinstance(message.content, dict) else {}
         text = content.get("text") or content.get("name") or content.get("content")
         return Truncator(str(text or "")).chars(80)
 
     @admin.display(description="as shown")
-    def rendered(self, message: models.Model) -> SafeString:
+    def rendered(self, message: DisplayMessage) -> SafeString:
         # A rendered template is safe because it autoescapes what it inserts.
         return render_to_string(
             "admin/sagents_django/includes/chat.html",
@@ -79,11 +80,11 @@ class DisplayMessageAdmin(ReadOnlyAdmin):
         )
 
     @admin.display(description="content (JSON)")
-    def pretty_content(self, message: models.Model) -> SafeString:
+    def pretty_content(self, message: DisplayMessage) -> SafeString:
         return json_block(message.content)
 
     @admin.display(description="metadata")
-    def pretty_metadata(self, message: models.Model) -> SafeString:
+    def pretty_metadata(self, message: DisplayMessage) -> SafeString:
         return json_block(message.metadata)
 
 
@@ -126,7 +127,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     @admin.display(description="metadata")
-    def pretty_metadata(self, run: models.Model) -> SafeString:
+    def pretty_metadata(self, run: AgentRun) -> SafeString:
         return json_block(run.metadata)
 
 
@@ -150,7 +151,7 @@ class AgentStateAdmin(ReadOnlyAdmin):
         return super().get_queryset(request).defer("state_data")
 
     @admin.display(description="summary")
-    def summary(self, state: models.Model) -> str:
+    def summary(self, state: AgentState) -> str:
         s = state_summary(state.state_data)
         waiting = (
             f", waiting for a decision on {s['waiting_for']}"
@@ -163,7 +164,7 @@ class AgentStateAdmin(ReadOnlyAdmin):
         )
 
     @admin.display(description="state")
-    def pretty_state(self, state: models.Model) -> SafeString:
+    def pretty_state(self, state: AgentState) -> SafeString:
         return json_block(state.state_data, envelope=True)
 
 
@@ -188,10 +189,10 @@ class StoredFileAdmin(ReadOnlyAdmin):
         return super().get_queryset(request).defer("content")
 
     @admin.display(description="metadata")
-    def pretty_metadata(self, stored: models.Model) -> SafeString:
+    def pretty_metadata(self, stored: StoredFile) -> SafeString:
         return json_block(stored.custom_metadata)
 
     @admin.display(description="content")
-    def file_content(self, stored: models.Model) -> SafeString:
+    def file_content(self, stored: StoredFile) -> SafeString:
         # Files are shown verbatim (not as JSON), escaped.
         return format_html('<pre class="sagents-json">{}</pre>', stored.content)

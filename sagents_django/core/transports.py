@@ -343,8 +343,11 @@ def _litellm_error(exc: Exception) -> LLMError:
     )
     message = getattr(exc, "message", None) or str(exc)
     where = f"HTTP {status}, {name}" if status else name
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
+    # litellm keeps the provider's headers on the exception; its ``response`` is
+    # often one it made up, without them.
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(
+        getattr(exc, "response", None), "headers", None
+    )
     return LLMError(
         f"The model call failed ({where}): {message}",
         retryable=retryable,

@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from django.db import DataError, IntegrityError, router, transaction
-from django.db.models import CharField, Q, QuerySet, Value
+from django.db.models import CharField, Field, Q, QuerySet, Value
 from django.db.models.functions import Concat, Left, Substr
 from django.db.models.lookups import Exact
 
@@ -169,7 +169,8 @@ class DatabasePersistence(Persistence):
     def _scope(self, opts: StorageOpts) -> tuple[str, str]:
         kind, ident = opts_scope(opts)
         for name, value in (("scope_kind", kind), ("scope_id", ident)):
-            limit = StoredFile._meta.get_field(name).max_length
+            column = StoredFile._meta.get_field(name)
+            limit = column.max_length if isinstance(column, Field) else None
             if limit is not None and len(value) > limit:
                 raise ConfigurationError(
                     f"The filesystem scope's {name} {value[:40]!r}... is longer than "

@@ -317,7 +317,7 @@ def _context(options: SetupOptions) -> dict[str, Any]:
         "index_name": _index_name(options.table_prefix, options.owner_field or ""),
         "conversations_imports": import_sections(
             f"{target}.conversations",
-            stdlib=[("typing", ["TYPE_CHECKING", "Any"])],
+            stdlib=[("typing", ["TYPE_CHECKING", "Any", "cast"])],
             first_party=[("sagents_django", ["services"]), *scope],
         ),
         "conversations_type_imports": import_sections(

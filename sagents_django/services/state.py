@@ -99,7 +99,8 @@ def _update_server_bound(row: AgentState, encoded: str, version: int) -> bool:
         return False
     opts = AgentState._meta
     quote = connection.ops.quote_name
-    columns = [quote(opts.get_field(f).column) for f in _UPDATED]
+    column = {f.name: f.column for f in opts.concrete_fields}
+    columns = [quote(column[f]) for f in _UPDATED]
     sql = (
         f"UPDATE {quote(opts.db_table)} SET {columns[0]} = (%s)::jsonb, "
         f"{columns[1]} = %s, {columns[2]} = %s WHERE {quote(opts.pk.column)} = %s"
@@ -107,7 +108,10 @@ def _update_server_bound(row: AgentState, encoded: str, version: int) -> bool:
     now = timezone.now()
     connection.ensure_connection()
     # _prepare_cursor adds Django's wrapper (error translation, query logging).
-    with connection._prepare_cursor(cursor_class(connection.connection)) as cursor:
+    # It is private Django API (absent from django-stubs); no public call wraps a
+    # cursor of our own class.
+    wrap = connection._prepare_cursor  # type: ignore[attr-defined]
+    with wrap(cursor_class(connection.connection)) as cursor:
         cursor.execute(sql, [encoded, version, now, row.pk])
     row.version, row.updated_at = version, now
     return True

@@ -235,7 +235,9 @@ def _update_newest(
         f"RETURNING {', '.join(quote(f.column) for f in fields)}"
     )
     found = fetch(connection, sql, [*set_params, *params], fields)
-    return DisplayMessage.from_db(using, None, found[0]) if found else None
+    if not found:
+        return None
+    return DisplayMessage.from_db(using, [f.attname for f in fields], found[0])
 
 
 def _object(value: Any) -> dict[str, Any]:
