@@ -114,10 +114,11 @@ class SubAgentRun:
         self.state = result.state
         self.interrupt_data = result.interrupt_data
         self.error = result.error
-        self.status = {
+        settled: dict[str, SubAgentStatus] = {
             "completed": "completed",
             "interrupted": "interrupted",
-        }.get(result.status, "error")  # type: ignore[assignment]
+        }
+        self.status = settled.get(result.status, "error")
         if result.status == "cancelled":
             self.error = "The sub-agent was cancelled"
         return self

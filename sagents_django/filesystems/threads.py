@@ -24,11 +24,12 @@ import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from django.db import connections
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _lock = threading.Lock()
 _executor: ThreadPoolExecutor | None = None
@@ -43,17 +44,17 @@ def on_event_loop() -> bool:
     return True
 
 
-def backend_call(method: F) -> F:
+def backend_call(method: Callable[P, R]) -> Callable[P, R]:
     """Run ``method`` off the event loop, closing any connection it opened."""
 
     @functools.wraps(method)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         if not on_event_loop():
             return _closing_new_connections(method, args, kwargs)
         future = _pool().submit(_closing_new_connections, method, args, kwargs)
         return future.result()
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -66,7 +67,7 @@ def _pool() -> ThreadPoolExecutor:
         return _executor
 
 
-def _closing_new_connections(method: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+def _closing_new_connections(method: Callable[..., R], args: Any, kwargs: Any) -> R:
     unopened = [c for c in connections.all() if c.connection is None]
     try:
         return method(*args, **kwargs)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from .entries import FileEntry
+from .entries import FileEntry, Persistence
 from .paths import ancestor_paths, basename
 
 SizeKey = Callable[[str], "str | None"]
@@ -97,7 +97,7 @@ class EntryIndex:
     def total_size(self) -> int:
         return sum(self.sizes.values())
 
-    def listing(self, persistence_of: Callable[[str], str]) -> list[FileEntry]:
+    def listing(self, persistence_of: Callable[[str], Persistence]) -> list[FileEntry]:
         """Every entry plus a directory entry for each implied directory, by path."""
         if self._listing is None:
             synthesized = [
@@ -110,10 +110,10 @@ class EntryIndex:
             )
         return list(self._listing)
 
-    def synthesized_directory(self, path: str, persistence: str) -> FileEntry:
+    def synthesized_directory(self, path: str, persistence: Persistence) -> FileEntry:
         return FileEntry(
             path=path,
             entry_type="directory",
             title=basename(path),
-            persistence=persistence,  # type: ignore[arg-type]
+            persistence=persistence,
         )

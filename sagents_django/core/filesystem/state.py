@@ -26,7 +26,7 @@ from .. import events
 from ..exceptions import ConfigurationError
 from .config import FileSystemConfig
 from .debounce import Debouncer
-from .entries import FileEntry, byte_size
+from .entries import FileEntry, Persistence, byte_size
 from .errors import (
     FileExists,
     FileNotFound,
@@ -127,7 +127,7 @@ class FileSystemState(MoveMixin, StorageMixin):
         config = self.config_for_path(path)
         return config.key if config else None
 
-    def _persistence_of(self, path: str) -> str:
+    def _persistence_of(self, path: str) -> Persistence:
         return "persisted" if self.config_for_path(path) else "memory"
 
     # Reading ----------------------------------------------------------------------
