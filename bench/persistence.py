@@ -504,7 +504,7 @@ class Bench:
             todos=[Todo(content=self.text(20, 80)) for _ in range(8)],
             metadata={"conversation_title": "A long conversation"},
         )
-        data = serialize_server_state(None, state)
+        data = serialize_server_state(state)
         size = len(__import__("json").dumps(data).encode())
         conversation = self.conversation()
         save = self.services.save_agent_state

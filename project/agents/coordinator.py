@@ -174,7 +174,7 @@ class Session:
         return result
 
     async def _save_state(self, lifecycle: Lifecycle) -> None:
-        data = serialize_server_state(self.agent, self.state)
+        data = serialize_server_state(self.state)
         persist = sync_to_async(self.agent_persistence.persist_state)
         await persist(self.scope, data, self.context(lifecycle))
 

@@ -61,8 +61,6 @@ def build_agent(
     """
     model = build_model()
     middleware = build_default_middleware(
-        model,
-        agent_id,
         interrupt_on=INTERRUPT_ON if interrupt_on is None else interrupt_on,
     )
     return Agent(

@@ -32,7 +32,7 @@ from sagents_django.models import (
 
 def empty_state_envelope() -> dict[str, Any]:
     """What a conversation's state is after a reset (and before its first turn)."""
-    return StateSerializer.serialize_server_state(None, State())
+    return StateSerializer.serialize_server_state(State())
 
 
 @admin.action(description="Export state as JSON", permissions=["export"])

@@ -34,8 +34,6 @@ _NOT_RESUMING: Any = object()
 
 
 def build_default_middleware(
-    model: Any = None,
-    agent_id: str | None = None,
     *,
     todo_opts: Mapping[str, Any] | None = None,
     filesystem_opts: Mapping[str, Any] | None = None,
@@ -46,8 +44,8 @@ def build_default_middleware(
     """The default stack, in order: TodoList, FileSystem, SubAgent, Summarization,
     PatchToolCalls, then HumanInTheLoop when ``interrupt_on`` names a tool.
 
-    ``model`` and ``agent_id`` are accepted for parity with Sagents; the middleware
-    read both from the agent they are attached to.
+    The middleware read the model and the agent id from the agent they are attached
+    to (Sagents passes both here; they are not needed).
     """
     from .middleware.filesystem import FileSystem
     from .middleware.patch_tool_calls import PatchToolCalls
@@ -115,8 +113,6 @@ class Agent:
         else:
             specs = [
                 *build_default_middleware(
-                    self.model,
-                    self.agent_id,
                     todo_opts=todo_opts,
                     filesystem_opts=filesystem_opts,
                     subagent_opts=subagent_opts,

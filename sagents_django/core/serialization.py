@@ -46,8 +46,8 @@ def serialize_state(state: State) -> dict[str, Any]:
     }
 
 
-def serialize_server_state(agent: Any, state: State) -> dict[str, Any]:
-    """The versioned envelope stored by persistence (``agent`` is not written)."""
+def serialize_server_state(state: State) -> dict[str, Any]:
+    """The versioned envelope stored by persistence."""
     return {
         "version": CURRENT_VERSION,
         "state": serialize_state(state),

@@ -139,7 +139,7 @@ class SubAgentRun:
         return {
             "id": self.id,
             "subagent_type": self.subagent_type,
-            "state": serialize_server_state(self.agent, self.state),
+            "state": serialize_server_state(self.state),
         }
 
     @classmethod

@@ -100,9 +100,7 @@ class DatabasePersistence(Persistence):
         self._rows(opts).filter(path=path).delete()
 
     @backend_call
-    def list_persisted_entries(
-        self, scope_key: Any, opts: StorageOpts
-    ) -> list[FileEntry]:
+    def list_persisted_entries(self, opts: StorageOpts) -> list[FileEntry]:
         rows = self._rows(opts)
         if mount(opts):
             rows = rows.filter(_within(mount(opts)))

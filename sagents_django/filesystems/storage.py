@@ -153,9 +153,7 @@ class StoragePersistence(Persistence):
         )
 
     @backend_call
-    def list_persisted_entries(
-        self, scope_key: Any, opts: StorageOpts
-    ) -> list[FileEntry]:
+    def list_persisted_entries(self, opts: StorageOpts) -> list[FileEntry]:
         storage, root = self._where(opts)
         base = mount(opts)
         check_key(storage, root + base)  # the scope's own directory is no link

@@ -461,7 +461,7 @@ async def test_an_interrupt_survives_serialization_and_resumes_in_a_fresh_agent(
     )
     result = await interrupted(first_agent, fake_llm, write_call(), then=["Saved."])
 
-    text = json.dumps(StateSerializer.serialize_server_state(first_agent, result.state))
+    text = json.dumps(StateSerializer.serialize_server_state(result.state))
 
     fresh = Agent(
         replace_default_middleware=True,

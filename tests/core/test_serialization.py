@@ -123,7 +123,7 @@ def nested(depth: int) -> Any:
 
 
 def test_the_envelope_has_version_one_and_an_iso_timestamp_and_no_agent_id() -> None:
-    envelope = serialize_server_state(None, State(agent_id="secret-agent"))
+    envelope = serialize_server_state(State(agent_id="secret-agent"))
 
     assert set(envelope) == {"version", "state", "serialized_at"}
     assert envelope["version"] == 1 == current_version() == CURRENT_VERSION
@@ -151,7 +151,7 @@ def test_serialize_state_writes_string_keys_only() -> None:
 def test_the_state_serializer_namespace_exposes_the_functions() -> None:
     state = State(messages=[Message.user("x")])
 
-    envelope = StateSerializer.serialize_server_state(None, state)
+    envelope = StateSerializer.serialize_server_state(state)
 
     assert StateSerializer.current_version() == 1
     assert StateSerializer.deserialize_server_state("a", envelope) == State(
@@ -178,7 +178,7 @@ def test_from_serialized_injects_the_agent_id() -> None:
 def test_any_state_survives_the_envelope_through_json_text(
     state: State, agent_id: str | None
 ) -> None:
-    text = json.dumps(serialize_server_state(None, state), ensure_ascii=False)
+    text = json.dumps(serialize_server_state(state), ensure_ascii=False)
 
     loaded = deserialize_server_state(agent_id, json.loads(text))
 
@@ -452,7 +452,7 @@ def interrupted_envelope(interrupt_data: dict[str, Any]) -> dict[str, Any]:
             ),
         ]
     )
-    return json.loads(json.dumps(serialize_server_state(None, state)))
+    return json.loads(json.dumps(serialize_server_state(state)))
 
 
 class AskUserMiddleware(Middleware):
@@ -630,7 +630,7 @@ def test_a_serialized_state_loads_identically_in_a_fresh_interpreter() -> None:
         metadata={"title": "Bees 🐝", "nested": {"list": [1, 2.5, None, True]}},
         agent_id="not-written",
     )
-    text = json.dumps(serialize_server_state(None, state), ensure_ascii=False)
+    text = json.dumps(serialize_server_state(state), ensure_ascii=False)
 
     completed = subprocess.run(
         [sys.executable, "-c", DIGEST_SCRIPT],

@@ -158,7 +158,7 @@ def _resume_in_fresh_interpreter(
             "error": result.error,
             "interrupt_data": result.interrupt_data,
             "calls": CALLS,
-            "state": StateSerializer.serialize_server_state(agent, result.state),
+            "state": StateSerializer.serialize_server_state(result.state),
         }))
         """
     )
@@ -203,7 +203,7 @@ async def test_a_subagent_pausing_twice_resumes_across_fresh_interpreters(fake_l
     assert "_run" not in data  # the conversation stays with the tool result
     assert subagent_app.CALLS == []
 
-    stored = json.dumps(StateSerializer.serialize_server_state(parent, first.state))
+    stored = json.dumps(StateSerializer.serialize_server_state(first.state))
     second = _resume_in_fresh_interpreter(
         fake_llm.base_url, stored, [{"type": "approve"}]
     )
@@ -247,7 +247,7 @@ async def test_a_subagent_pause_without_its_middleware_is_demoted_on_load(fake_l
     )
     parent = build_parent(fake_llm.base_url)
     first = await parent.execute(["Add"])
-    stored = StateSerializer.serialize_server_state(parent, first.state)
+    stored = StateSerializer.serialize_server_state(first.state)
     loaded = deserialize_server_state("parent-1", stored, middleware=[])
     result = loaded.messages[2].tool_results[0]
     assert result.is_error and not result.is_interrupt

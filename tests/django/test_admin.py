@@ -72,7 +72,7 @@ def make_conversation(
         state = State(messages=list(messages), todos=[Todo(content="Plan the trip")])
         AgentState.objects.create(
             conversation=conversation,
-            state_data=StateSerializer.serialize_server_state(None, state),
+            state_data=StateSerializer.serialize_server_state(state),
         )
     # Oldest first, so the last one given is the latest run.
     start = timezone.now() - timedelta(hours=1)

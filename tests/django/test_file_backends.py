@@ -115,7 +115,7 @@ def test_each_persistence_operation_works_on_the_backend_directly(
     assert (stored.dirty, stored.persistence) == (False, "persisted")
     assert stored.metadata is not None and stored.metadata.size == 3
 
-    [listed] = backend.list_persisted_entries(scope, opts)
+    [listed] = backend.list_persisted_entries(opts)
     assert (listed.path, listed.loaded, listed.content, listed.title) == (
         "/notes/a.md",
         False,
@@ -129,12 +129,12 @@ def test_each_persistence_operation_works_on_the_backend_directly(
 
     retitled = backend.update_metadata_in_storage(loaded.with_custom({"more": 1}), opts)
     assert retitled is not None and not retitled.dirty
-    [relisted] = backend.list_persisted_entries(scope, opts)
+    [relisted] = backend.list_persisted_entries(opts)
     assert relisted.custom == {"tag": "x", "more": 1}
     assert backend.load(relisted, opts).content == "# A"
 
     backend.delete(loaded, opts)
-    assert backend.list_persisted_entries(scope, opts) == []
+    assert backend.list_persisted_entries(opts) == []
     with pytest.raises(FileNotFound):
         backend.load(listed, opts)
     backend.delete(loaded, opts)  # a missing entry is not an error
@@ -279,7 +279,7 @@ def test_the_backend_itself_refuses_hostile_paths(
     for operation in (backend.write, backend.load, backend.delete):
         with pytest.raises(InvalidPath):
             operation(entry, opts)
-    assert backend.list_persisted_entries(scope, opts) == []
+    assert backend.list_persisted_entries(opts) == []
 
 
 def test_the_backend_refuses_paths_outside_its_base_directory(
@@ -451,7 +451,7 @@ async def test_the_database_backend_works_when_called_on_the_event_loop(
     backend = DatabasePersistence()
     opts = opts_for(scope)
     backend.write(FileEntry.new_persisted_file("/loop.txt", "on the loop"), opts)
-    [listed] = backend.list_persisted_entries(scope, opts)
+    [listed] = backend.list_persisted_entries(opts)
     assert backend.load(listed, opts).content == "on the loop"
     config = FileSystemConfig(default=True, persistence=backend)
     assert FileSystemState(scope, configs=[config]).list_files() == ["/loop.txt"]
@@ -469,7 +469,7 @@ def test_a_worker_thread_keeps_no_connection_a_backend_call_opened(
     left_open: list[bool] = []
 
     def worker() -> None:
-        backend.list_persisted_entries(scope, opts)
+        backend.list_persisted_entries(opts)
         left_open.append(connection.connection is not None)
 
     thread = threading.Thread(target=worker)

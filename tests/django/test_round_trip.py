@@ -67,7 +67,7 @@ def run_turn(
     assert result.ok, result.error
     stored = DjangoAgentPersistence().persist_state(
         scope,
-        serialize_server_state(agent, result.state),
+        serialize_server_state(result.state),
         replace(context, lifecycle="on_completion"),
     )
     assert stored is not None

@@ -41,9 +41,7 @@ class SupportsPersistence(Protocol):
         """Remove ``entry`` from storage; a missing entry is not an error."""
         ...
 
-    def list_persisted_entries(
-        self, scope_key: Any, opts: StorageOpts
-    ) -> list[FileEntry]:
+    def list_persisted_entries(self, opts: StorageOpts) -> list[FileEntry]:
         """Every stored entry, content not loaded (files ``loaded=False``)."""
         ...
 
@@ -60,9 +58,7 @@ class Persistence:
     def delete(self, entry: FileEntry, opts: StorageOpts) -> None:
         return None
 
-    def list_persisted_entries(
-        self, scope_key: Any, opts: StorageOpts
-    ) -> list[FileEntry]:
+    def list_persisted_entries(self, opts: StorageOpts) -> list[FileEntry]:
         return []
 
     def move_in_storage(

@@ -237,7 +237,7 @@ class StorageMixin:
     def _listed(self, config: FileSystemConfig) -> list[FileEntry] | None:
         try:
             listed = config.persistence.list_persisted_entries(
-                self.scope_key, config.build_storage_opts(self.scope_key)
+                config.build_storage_opts(self.scope_key)
             )
         except Exception:
             logger.warning("Cannot list files of %s", config.mount, exc_info=True)

@@ -20,7 +20,6 @@ import logging
 import os
 import stat
 from dataclasses import replace
-from typing import Any
 
 from ...exceptions import ConfigurationError
 from ..entries import FileEntry, FileMetadata
@@ -182,9 +181,7 @@ class DiskPersistence(Persistence):
         sidecar.write_record(root, parts, entry, fsync=self.fsync)
         return entry.mark_clean()
 
-    def list_persisted_entries(
-        self, scope_key: Any, opts: StorageOpts
-    ) -> list[FileEntry]:
+    def list_persisted_entries(self, opts: StorageOpts) -> list[FileEntry]:
         root, _ = self._locate(_mount(opts) or "/", opts)
         mount = _mount(opts)
         records = sidecar.all_records(root)

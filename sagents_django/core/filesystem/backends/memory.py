@@ -49,9 +49,7 @@ class MemoryPersistence(Persistence):
         with self._lock:
             self._store(opts).pop(entry.path, None)
 
-    def list_persisted_entries(
-        self, scope_key: Any, opts: StorageOpts
-    ) -> list[FileEntry]:
+    def list_persisted_entries(self, opts: StorageOpts) -> list[FileEntry]:
         with self._lock:
             entries = list(self._store(opts).values())
         return [e.unloaded() for e in entries]
