@@ -21,9 +21,15 @@ from .exceptions import ConfigurationError, InvalidResume, SerializationError
 from .expansion import drop_pending_expansions
 from .llm import ModelRequest, as_model
 from .messages import Message
-from .middleware.base import Interrupt, MiddlewareEntry, Resume, init_stack
+from .middleware.base import (
+    Interrupt,
+    MiddlewareEntry,
+    Resume,
+    call_hook,
+    init_stack,
+)
 from .middleware.human_in_the_loop import maybe_append
-from .modes import AgentExecution, AgentResult, Execution, call_hook
+from .modes import AgentExecution, AgentResult, Execution
 from .openai_format import messages_from_openai
 from .review import normalize_decisions, resume_hitl
 from .state import State

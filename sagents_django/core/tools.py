@@ -89,7 +89,7 @@ class ToolOutput:
             raise ConfigurationError(
                 f"ToolOutput summary must be a string, not {self.summary!r}"
             )
-        self.messages = expansion_messages(self.messages)
+        self.messages = [*expansion_messages(self.messages)]
 
 
 def expansion_messages(messages: Any) -> list[Message]:
@@ -301,7 +301,7 @@ def to_tool_result(value: Any, call: ToolCall, found: Tool | None = None) -> Too
             content=value.summary,
             display_text=display,
             processed_content=value.update,
-            expand_messages=list(value.messages),
+            expand_messages=expansion_messages(value.messages),
         )
     update = None
     if isinstance(value, tuple) and len(value) == 2:

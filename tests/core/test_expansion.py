@@ -251,7 +251,7 @@ async def test_a_pause_in_the_same_batch_keeps_the_material_for_the_resume():
 
     # Stored and restored by a fresh agent, as across a restart.
     stored = json.loads(
-        json.dumps(StateSerializer.serialize_server_state(agent, paused.state))
+        json.dumps(StateSerializer.serialize_server_state(paused.state))
     )
     fresh, fresh_model = scripted(
         ["Both."], [chart_tool(), ask_tool()], middleware=[AskLater]

@@ -381,7 +381,7 @@ async def test_a_resumed_subagent_is_rebuilt_with_its_own_max_runs(fake_llm):
         reply("Careful ran out of steps."),
     )
     stored = json.loads(
-        json.dumps(StateSerializer.serialize_server_state(parent, paused.state))
+        json.dumps(StateSerializer.serialize_server_state(paused.state))
     )
     fresh = parent_with(fake_llm.base_url, careful)
     state = deserialize_server_state(

@@ -315,13 +315,14 @@ class SubAgent(Middleware):
                 max_runs=parent.max_runs,
                 **common,
             )
+        if spec.max_runs is not None:
+            common["max_runs"] = spec.max_runs
         return Agent(
             model=spec.model or self.model or parent.model,
             base_system_prompt=spec.system_prompt,
             tools=spec.tools,
             middleware=[*self.extra_middleware, *spec.middleware],
             interrupt_on=spec.interrupt_on,
-            **({} if spec.max_runs is None else {"max_runs": spec.max_runs}),
             **common,
         )
 
