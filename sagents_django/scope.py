@@ -66,7 +66,8 @@ def owner_model(model: type[models.Model]) -> type[models.Model] | None:
     field = owner_field(model)
     if field is None:
         return None
-    return model._meta.get_field(field).related_model
+    target = model._meta.get_field(field).related_model
+    return target if isinstance(target, type) else None  # "self" when unresolved
 
 
 def owned_by_users(model: type[models.Model]) -> bool:

@@ -264,12 +264,12 @@ def _decode_cursor(cursor: Any, order_by: str) -> tuple[Any, uuid.UUID]:
         moment = datetime.fromisoformat(value)
         # In UTC, as stored: an offset that moves the moment past year 1 or 9999
         # fails here instead of in the database adapter.
-        moment = moment.astimezone(UTC) if timezone.is_aware(moment) else None
+        utc = moment.astimezone(UTC) if timezone.is_aware(moment) else None
     except (ValueError, OverflowError):
         raise bad from None
-    if moment is None:
+    if utc is None:
         raise bad
-    return moment, pk
+    return utc, pk
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
