@@ -22,6 +22,7 @@ from .approvals import (
     interrupt_from_dict,
 )
 from .callbacks import CALLBACK_KEYS, Callbacks
+from .cancellation import CancelToken
 from .display import extract_display_items
 from .events import EVENTS, emit
 from .exceptions import (
@@ -95,6 +96,7 @@ __all__ = [
     "AgentResult",
     "Approve",
     "Callbacks",
+    "CancelToken",
     "ChatModel",
     "CompiledSubAgent",
     "ConfigurationError",

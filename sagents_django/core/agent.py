@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from . import events
 from .approvals import HITLInterrupt, interrupt_from_dict, interrupt_to_dict
 from .callbacks import Callbacks
+from .cancellation import CancelToken
 from .exceptions import ConfigurationError, InvalidResume, SerializationError
 from .expansion import drop_pending_expansions
 from .llm import ModelRequest, as_model
@@ -107,11 +108,7 @@ class Agent:
         self.filesystem_scope = filesystem_scope
         self.interrupt_on = dict(interrupt_on) if interrupt_on else None
         self.mode = mode or AgentExecution()
-        if not isinstance(max_runs, int) or max_runs < 1:
-            raise ConfigurationError(
-                f"max_runs must be a positive integer, not {max_runs!r}"
-            )
-        self.max_runs = max_runs
+        self.max_runs = checked_max_runs(max_runs)
 
         specs = list(middleware)
         if replace_default_middleware:
@@ -185,9 +182,13 @@ class Agent:
         callbacks: Iterable[Mapping[str, Callable[..., Any]]] = (),
         until_tool: str | Iterable[str] | None = None,
         max_runs: int | None = None,
-        should_cancel: Callable[[], bool] | None = None,
+        cancel: CancelToken | None = None,
     ) -> AgentResult:
-        """Run one turn from ``state`` (or a list of messages)."""
+        """Run one turn from ``state`` (or a list of messages).
+
+        ``cancel`` stops the turn when it fires (``token.cancel()``, from any thread):
+        the result's status is then ``cancelled`` and its state one a provider
+        accepts (see ``modes``)."""
         state = self._prepare(to_state(state))
         if state.interrupt_data:
             raise InvalidResume(
@@ -195,9 +196,7 @@ class Agent:
                 "with them, or clear interrupt_data to abandon it"
             )
         state = drop_pending_expansions(state)  # a new turn: an old one's went unread
-        execution = self._execution(
-            state, callbacks, until_tool, max_runs, should_cancel
-        )
+        execution = self._execution(state, callbacks, until_tool, max_runs, cancel)
         return await self.run(execution)
 
     async def run(
@@ -227,7 +226,7 @@ class Agent:
         callbacks: Iterable[Mapping[str, Callable[..., Any]]] = (),
         until_tool: str | Iterable[str] | None = None,
         max_runs: int | None = None,
-        should_cancel: Callable[[], bool] | None = None,
+        cancel: CancelToken | None = None,
     ) -> AgentResult:
         """Continue an interrupted turn with the person's decisions.
 
@@ -240,9 +239,7 @@ class Agent:
         state = self._prepare(state)
         if not state.interrupt_data:
             raise InvalidResume("Nothing to resume: the state has no pending interrupt")
-        execution = self._execution(
-            state, callbacks, until_tool, max_runs, should_cancel
-        )
+        execution = self._execution(state, callbacks, until_tool, max_runs, cancel)
         return await self.run(execution, decisions=decisions)
 
     async def _offer_resume(
@@ -303,7 +300,7 @@ class Agent:
         callbacks: Iterable[Mapping[str, Callable[..., Any]]],
         until_tool: str | Iterable[str] | None,
         max_runs: int | None,
-        should_cancel: Callable[[], bool] | None,
+        cancel: CancelToken | None,
     ) -> Execution:
         targets = None
         if until_tool:
@@ -313,19 +310,28 @@ class Agent:
             missing = sorted(targets - set(self.tools_by_name))
             if missing:
                 raise ConfigurationError(f"until_tool names unknown tools: {missing}")
+        if cancel is not None and not isinstance(cancel, CancelToken):
+            raise ConfigurationError(f"cancel takes a CancelToken, not {cancel!r}")
         return Execution(
             agent=self,
             state=state,
             callbacks=Callbacks([*self.middleware_callbacks(), *callbacks]),
-            max_runs=max_runs or self.max_runs,
+            max_runs=self.max_runs if max_runs is None else checked_max_runs(max_runs),
             until_tool=targets,
-            should_cancel=should_cancel,
+            cancel=cancel if cancel is not None else CancelToken(),
         )
 
     def __repr__(self) -> str:
         return (
             f"<Agent {self.agent_id} model={self.model.name!r} tools={len(self.tools)}>"
         )
+
+
+def checked_max_runs(value: Any) -> int:
+    """``value`` when it is a positive integer; ConfigurationError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"max_runs must be a positive integer, not {value!r}")
+    return value
 
 
 def to_state(value: State | Iterable[Any]) -> State:

@@ -5,6 +5,10 @@ only while nothing has reached the callbacks: once text has streamed to a person
 broken stream ends the turn with the partial text kept (status ``stream_error``)
 instead of being replayed. After its retries a model gives way to the next of
 ``fallback_models``; ``before_fallback`` may adjust each attempt's request.
+
+A ``CancelToken`` passed as ``cancel`` interrupts the call wherever it waits (the
+first byte, a silent gap, a backoff sleep); the call then returns what had arrived,
+marked ``cancelled``, instead of raising.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from .cancellation import CancelToken, Cancelled
 from .exceptions import ConfigurationError, LLMError, StreamError
 from .messages import (
     ContentPart,
@@ -26,13 +31,15 @@ from .messages import (
     ToolCall,
 )
 from .openai_format import parse_tool_arguments
-from .transports import LiteLLMTransport, OpenAITransport, ResponseInfo
+from .provider_errors import NO_FINISH_REASON
+from .transports import LiteLLMTransport, OpenAITransport, ResponseInfo, describe
 
 if TYPE_CHECKING:
     from .callbacks import Callbacks
 
 logger = logging.getLogger(__name__)
 
+_NO_SCOPE = contextlib.nullcontext()
 _LITELLM = LiteLLMTransport()
 _OPENAI = OpenAITransport()
 
@@ -197,21 +204,18 @@ class _Assembler:
         return Message(role="assistant", content=parts, tool_calls=calls, status=status)
 
 
-class Cancelled(Exception):
-    """Internal: the cancel check fired mid-stream."""
-
-
 async def stream_once(
     model: Any,
     request: ModelRequest,
     *,
     execution: Any,
     callbacks: Callbacks,
-    should_cancel: Callable[[], bool] | None,
+    cancel: CancelToken | None = None,
 ) -> ModelCall:
     """One attempt: stream, assemble, report. Raises LLMError before any delta was
     emitted; after that, a broken stream raises StreamError carrying the partial
-    message (``error.partial``)."""
+    message (``error.partial``). When ``cancel`` fires, returns what had arrived with
+    the stop reason ``cancelled`` (possibly an empty message)."""
     assembler = _Assembler()
     usage: TokenUsage | None = None
     idle = getattr(model, "stream_idle_timeout", None)
@@ -220,36 +224,43 @@ async def stream_once(
     wants_deltas = callbacks.has("on_llm_new_delta")
     wants_calls = callbacks.has("on_tool_call_identified")
     try:
-        async with contextlib.aclosing(model.stream(request)) as stream:
-            async with asyncio.timeout_at(
-                loop.time() + idle if idle else None
-            ) as timer:
-                async for event in stream:
-                    if idle:
-                        timer.reschedule(loop.time() + idle)
-                    if type(event) is MessageDelta:
-                        identified = assembler.add(event)
-                        assembler.emitted = True
-                        if wants_deltas:
-                            await fire("on_llm_new_delta", execution, [event])
-                        if identified and wants_calls:
-                            for call in identified:
-                                await fire(
-                                    "on_tool_call_identified", execution, call, None
-                                )
-                        if should_cancel is not None and should_cancel():
-                            raise Cancelled
-                    elif type(event) is TokenUsage:
-                        usage = event
-                    elif type(event) is ResponseInfo:
-                        await fire("on_llm_response_headers", execution, event.headers)
-                        if event.ratelimit:
+        # The scope is the cancel race: waiting for the first byte, a gap, a chunk,
+        # all of it is interrupted when the token fires, at no cost per chunk.
+        async with cancel.scope() if cancel is not None else _NO_SCOPE:
+            async with contextlib.aclosing(model.stream(request)) as stream:
+                async with asyncio.timeout_at(
+                    loop.time() + idle if idle else None
+                ) as timer:
+                    async for event in stream:
+                        if idle:
+                            timer.reschedule(loop.time() + idle)
+                        if type(event) is MessageDelta:
+                            identified = assembler.add(event)
+                            assembler.emitted = True
+                            if wants_deltas:
+                                await fire("on_llm_new_delta", execution, [event])
+                            if identified and wants_calls:
+                                for call in identified:
+                                    await fire(
+                                        "on_tool_call_identified", execution, call, None
+                                    )
+                            # Set by a handler just now: stop before the next chunk.
+                            if cancel is not None and cancel.cancelled:
+                                raise Cancelled(cancel.reason)
+                        elif type(event) is TokenUsage:
+                            usage = event
+                        elif type(event) is ResponseInfo:
                             await fire(
-                                "on_llm_ratelimit_info", execution, event.ratelimit
+                                "on_llm_response_headers", execution, event.headers
                             )
+                            if event.ratelimit:
+                                await fire(
+                                    "on_llm_ratelimit_info", execution, event.ratelimit
+                                )
     except Cancelled:
+        # A finish reason that already arrived stands: the reply was complete.
         return ModelCall(
-            message=assembler.build("cancelled"),
+            message=assembler.build(assembler.status or "cancelled"),
             usage=usage,
             model_name=request.model_name,
         )
@@ -267,7 +278,7 @@ async def stream_once(
             ) from error
         raise
     if assembler.status is None:
-        unfinished = StreamError("The model's stream ended without a finish reason")
+        unfinished = StreamError(NO_FINISH_REASON)
         raise _with_partial(unfinished, assembler, retryable=not assembler.emitted)
     message = assembler.build(assembler.status)
     if usage is not None:
@@ -292,10 +303,13 @@ async def call_model(
     execution: Any,
     callbacks: Callbacks,
     before_fallback: Callable[[ModelRequest], ModelRequest] | None = None,
-    should_cancel: Callable[[], bool] | None = None,
+    cancel: CancelToken | None = None,
     sleep: Callable[[float], Any] = asyncio.sleep,
 ) -> ModelCall:
-    """Call ``models[0]``, retrying, then each fallback; raise the last LLMError."""
+    """Call ``models[0]``, retrying, then each fallback; raise the last LLMError.
+
+    When ``cancel`` fires (mid-stream or during a backoff sleep) the call returns
+    at once with a message whose status is ``cancelled``."""
     last_error: LLMError | None = None
     for model in models:
         request = model.request(messages, tools)
@@ -310,25 +324,36 @@ async def call_model(
                     request,
                     execution=execution,
                     callbacks=callbacks,
-                    should_cancel=should_cancel,
+                    cancel=cancel,
                 )
             except LLMError as error:
                 last_error = error
                 if error.partial is not None:
                     raise  # text already reached people: never replay it
                 logger.warning(
-                    "Model %s attempt %d/%d failed: %s",
+                    "Model %s attempt %d/%d failed: %s%s",
                     request.model_name,
                     attempt + 1,
                     attempts,
                     error,
+                    f" ({describe(error.__cause__)})" if error.__cause__ else "",
                 )
                 if not error.retryable or attempt + 1 == attempts:
                     break
                 wait = error.retry_after
-                await sleep(
-                    min(wait, 30.0) if wait is not None else delay * (2**attempt)
-                )
+                pause = min(wait, 30.0) if wait is not None else delay * (2**attempt)
+                if cancel is None:
+                    await sleep(pause)
+                    continue
+                try:
+                    async with cancel.scope():
+                        await sleep(pause)
+                except Cancelled:
+                    return ModelCall(
+                        message=Message(role="assistant", status="cancelled"),
+                        usage=None,
+                        model_name=request.model_name,
+                    )
         if last_error is not None and last_error.retryable:
             await callbacks.fire("on_retries_exceeded", execution, str(last_error))
     assert last_error is not None

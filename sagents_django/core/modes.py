@@ -15,11 +15,21 @@ in reverse), stop for human approval when a middleware's ``review_tool_calls`` s
 pending tool call needs it (see ``review``), execute tools (in parallel), propagate
 state updates from tool results, stop when ``until_tool`` was called, then loop or
 finish.
+
+Cancellation (``Execution.cancel``, a ``CancelToken``) interrupts the hooks, the model
+call and async tools where they wait; a sync tool runs in a thread that cannot be
+interrupted, so its call finishes (its result is kept) and nothing after it starts.
+Callbacks are never interrupted, so what they persist stays whole. A cancelled turn
+leaves a state a provider accepts: partial text is kept only when there is some (stop
+reason ``cancelled``), and every tool call of the last reply has a result (a
+"cancelled" error for those that did not finish). A custom step that waits runs its
+wait inside ``async with ex.cancel.scope():`` to be interrupted too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +43,7 @@ from .approvals import (
     interrupt_from_dict,
     interrupt_to_dict,
 )
+from .cancellation import Cancelled, CancelToken
 from .exceptions import LLMError
 from .expansion import expand_tool_results
 from .llm import call_model
@@ -53,6 +64,11 @@ ResultStatus = Literal["completed", "interrupted", "error", "cancelled"]
 
 REJECTED_TEXT = "The user rejected this call to {name!r}; it was not run."
 REJECTED_REASON_TEXT = " Their reason: {message}"
+CANCELLED_BEFORE_TEXT = "The call to {name!r} was cancelled before it ran."
+CANCELLED_DURING_TEXT = (
+    "The call to {name!r} was cancelled before it finished; it may have done part "
+    "of its work."
+)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -94,7 +110,8 @@ class Execution:
     callbacks: Callbacks
     max_runs: int
     until_tool: frozenset[str] | None = None
-    should_cancel: Callable[[], bool] | None = None
+    cancel: CancelToken = field(default_factory=CancelToken)
+    """Stops the turn when it fires; passed down to sub-agents."""
     tool_decisions: dict[str, Decision] = field(default_factory=dict)
     """Decisions from a HITL resume, by tool call id."""
     run_count: int = 0
@@ -110,7 +127,7 @@ class Execution:
         return self.agent.agent_id
 
     def cancelled(self) -> bool:
-        return self.should_cancel is not None and bool(self.should_cancel())
+        return self.cancel.cancelled
 
     def result(self, status: ResultStatus, **kwargs: Any) -> AgentResult:
         return AgentResult(status=status, state=self.state, usage=self.usage, **kwargs)
@@ -145,7 +162,24 @@ Step = Callable[[Execution], Awaitable[AgentResult | None]]
 
 # Steps ------------------------------------------------------------------------------
 async def check_cancelled(ex: Execution) -> AgentResult | None:
-    return ex.result("cancelled") if ex.cancelled() else None
+    return await finish_cancelled(ex) if ex.cancel.cancelled else None
+
+
+async def finish_cancelled(ex: Execution) -> AgentResult:
+    """End the turn as cancelled, answering the calls that did not run."""
+    calls = ex.pending_tool_calls()
+    if calls:
+        message = Message.tool(
+            [cancelled_result(call, started=False) for call in calls]
+        )
+        ex.state = ex.state.add_message(message)
+        await ex.callbacks.fire("on_tool_response_created", ex, message)
+    return ex.result("cancelled")
+
+
+def cancelled_result(call: ToolCall, *, started: bool) -> ToolResult:
+    text = CANCELLED_DURING_TEXT if started else CANCELLED_BEFORE_TEXT
+    return error_result(call, text.format(name=call.name))
 
 
 async def call_llm(ex: Execution) -> AgentResult | None:
@@ -157,10 +191,14 @@ async def call_llm(ex: Execution) -> AgentResult | None:
             f"The agent exceeded max_runs ({ex.max_runs} model calls in one turn)"
         )
     agent = ex.agent
-    for entry in agent.before_model_entries:
-        outcome = await _apply(ex, entry, "before_model")
-        if isinstance(outcome, AgentResult):
-            return outcome
+    try:
+        async with ex.cancel.scope():
+            for entry in agent.before_model_entries:
+                outcome = await _apply(ex, entry, "before_model")
+                if isinstance(outcome, AgentResult):
+                    return outcome
+    except Cancelled:
+        return await finish_cancelled(ex)
     await ex.callbacks.fire("on_after_middleware", ex.state)
     ex.run_count += 1
     try:
@@ -171,10 +209,14 @@ async def call_llm(ex: Execution) -> AgentResult | None:
             execution=ex,
             callbacks=ex.callbacks,
             before_fallback=agent.before_fallback,
-            should_cancel=ex.should_cancel,
+            cancel=ex.cancel,
         )
     except LLMError as error:
+        # A reply cut off before any text leaves nothing a provider would accept
+        # back (an assistant message with neither text nor tool calls): dropped.
         partial = error.partial
+        if partial is not None and not partial.text:
+            partial = None
         if partial is not None:
             ex.state = ex.state.add_message(partial)
             await ex.callbacks.fire("on_error_message_created", ex, partial)
@@ -183,15 +225,24 @@ async def call_llm(ex: Execution) -> AgentResult | None:
     message = call.message
     if call.usage is not None:
         ex.usage = ex.usage + call.usage
+    if message.status == "cancelled":
+        if message.text:
+            ex.state = ex.state.add_message(message)
+            await ex.callbacks.fire("on_llm_new_message", ex, message)
+        return await finish_cancelled(ex)
     ex.state = ex.state.add_message(message)
     await ex.callbacks.fire("on_llm_new_message", ex, message)
-    if message.status == "cancelled":
-        return ex.result("cancelled")
+    if ex.cancel.cancelled:
+        return await finish_cancelled(ex)
     await ex.callbacks.fire("on_message_processed", ex, message)
-    for entry in agent.after_model_entries:
-        outcome = await _apply(ex, entry, "after_model")
-        if isinstance(outcome, AgentResult):
-            return outcome
+    try:
+        async with ex.cancel.scope():
+            for entry in agent.after_model_entries:
+                outcome = await _apply(ex, entry, "after_model")
+                if isinstance(outcome, AgentResult):
+                    return outcome
+    except Cancelled:
+        return await finish_cancelled(ex)
     return None
 
 
@@ -343,6 +394,8 @@ async def _run_call(ex: Execution, call: ToolCall) -> ToolResult:
         )
         await ex.callbacks.fire("on_tool_execution_failed", ex, call, result)
         return result
+    if ex.cancel.cancelled:  # nothing starts after a cancel
+        return cancelled_result(call, started=False)
     await ex.callbacks.fire("on_tool_execution_started", ex, call, tool)
     context = ToolContext(
         state=ex.state,
@@ -351,10 +404,18 @@ async def _run_call(ex: Execution, call: ToolCall) -> ToolResult:
         tool_call=call,
         execution=ex,
     )
+    run = execute_tool_call(
+        call, ex.agent.tools_by_name, context, timeout=ex.agent.async_tool_timeout
+    )
     try:
-        result = await execute_tool_call(
-            call, ex.agent.tools_by_name, context, timeout=ex.agent.async_tool_timeout
-        )
+        if tool is not None and not inspect.iscoroutinefunction(tool.function):
+            result = await run  # a thread cannot be stopped: the call finishes
+        else:
+            async with ex.cancel.scope():
+                result = await run
+    except Cancelled:
+        run.close()  # never started when the token had fired before the scope
+        result = cancelled_result(call, started=True)
     except Exception as exc:  # execute_tool_call already catches; this is a last guard
         result = error_result(call, f"Tool {call.name!r} failed: {exc}")
     key = (

@@ -11,6 +11,12 @@ lossless: ``messages_from_openai(messages_to_openai(m)) == m``.
 Thinking travels as ``reasoning_content`` (plus ``thinking_blocks`` when signed), images
 and files as data URLs, and tool-call arguments as JSON text; arguments that are not a
 JSON object are kept raw (``parse_tool_arguments``) so the model can be told and retry.
+
+A reply that was cut off (stop reason ``cancelled`` or ``stream_error``) is sent with
+a note after its text (``INTERRUPTED_NOTES``), so that the next call's model knows its
+previous answer is unfinished and why; reading it back strips the note and restores
+the stop reason. An assistant message with neither text nor tool calls is sent with
+``""`` as content, never ``null``, which providers refuse.
 """
 
 from __future__ import annotations
@@ -18,9 +24,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .messages import ROLES, ContentPart, Message, ToolCall, ToolResult
+from .messages import ROLES, ContentPart, Message, StopReason, ToolCall, ToolResult
+
+#: What the model reads after the text of a reply that did not finish.
+INTERRUPTED_NOTES: dict[StopReason, str] = {
+    "cancelled": "[This reply was interrupted: the user stopped it before it finished.]",
+    "stream_error": (
+        "[This reply was interrupted: the connection to the model broke before it "
+        "finished.]"
+    ),
+}
 
 __all__ = [
+    "INTERRUPTED_NOTES",
     "message_to_openai",
     "messages_from_openai",
     "messages_to_openai",
@@ -43,7 +59,12 @@ def message_to_openai(message: Message) -> list[dict[str, Any]]:
         raise ValueError(f"Unknown message role {message.role!r}")
     out: dict[str, Any] = {"role": message.role}
     if message.role == "assistant":
-        out["content"] = message.text or None
+        text = message.text
+        note = INTERRUPTED_NOTES.get(message.status)
+        if note is not None:
+            out["content"] = f"{text}\n\n{note}" if text else note
+        else:
+            out["content"] = text or (None if message.tool_calls else "")
         thinking = [p for p in message.content if p.type == "thinking"]
         if thinking:
             out["reasoning_content"] = "".join(p.content for p in thinking)
@@ -139,7 +160,15 @@ def _assistant_from_openai(item: dict[str, Any]) -> Message:
         )
     elif item.get("reasoning_content"):
         parts.append(ContentPart.thinking(item["reasoning_content"]))
-    parts.extend(_content_from_openai(item.get("content")))
+    content = item.get("content")
+    status: StopReason = "complete"
+    if isinstance(content, str):
+        for reason, note in INTERRUPTED_NOTES.items():
+            if content == note or content.endswith(f"\n\n{note}"):
+                content = content[: -len(note)].removesuffix("\n\n")
+                status = reason
+                break
+    parts.extend(_content_from_openai(content))
     calls = []
     for call in item.get("tool_calls") or ():
         function = call.get("function") or {}
@@ -152,7 +181,7 @@ def _assistant_from_openai(item: dict[str, Any]) -> Message:
                 raw_arguments=raw,
             )
         )
-    return Message(role="assistant", content=parts, tool_calls=calls)
+    return Message(role="assistant", content=parts, tool_calls=calls, status=status)
 
 
 def _content_to_openai(parts: list[ContentPart]) -> str | list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from .state import State
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .cancellation import CancelToken
     from .modes import AgentResult
     from .tools import Tool
 
@@ -93,19 +94,33 @@ class SubAgentRun:
             id=id, subagent_type=subagent_type, agent=agent, state=state, **options
         )
 
-    async def execute(self, callbacks: Iterable[Mapping[str, Any]] = ()) -> SubAgentRun:
+    async def execute(
+        self,
+        callbacks: Iterable[Mapping[str, Any]] = (),
+        *,
+        cancel: CancelToken | None = None,
+    ) -> SubAgentRun:
+        """Run the task; ``cancel`` is the parent's token (one Stop stops all)."""
         self.status = "running"
         result = await self.agent.execute(
-            self.state, callbacks=callbacks, until_tool=self.until_tool
+            self.state, callbacks=callbacks, until_tool=self.until_tool, cancel=cancel
         )
         return self._settle(result)
 
     async def resume(
-        self, decisions: Any, callbacks: Iterable[Mapping[str, Any]] = ()
+        self,
+        decisions: Any,
+        callbacks: Iterable[Mapping[str, Any]] = (),
+        *,
+        cancel: CancelToken | None = None,
     ) -> SubAgentRun:
         """Continue after a pause; ``InvalidResume`` leaves this run untouched."""
         result = await self.agent.resume(
-            self.state, decisions, callbacks=callbacks, until_tool=self.until_tool
+            self.state,
+            decisions,
+            callbacks=callbacks,
+            until_tool=self.until_tool,
+            cancel=cancel,
         )
         return self._settle(result)
 

@@ -1,7 +1,9 @@
 """Transports: how a model request becomes a stream of deltas.
 
 Two paths produce the same events (``MessageDelta``, ``TokenUsage``, ``ResponseInfo``)
-and raise the same errors (``LLMError`` before the stream starts, ``StreamError`` after):
+and raise the same errors (``LLMError`` before the stream starts, ``StreamError`` after,
+with the texts of ``provider_errors``). Both tell the stop reason last, in a delta of
+its own, once the stream has ended well:
 
 - ``LiteLLMTransport``: ``litellm.acompletion(stream=True)``, for every provider litellm
   knows (and the offline demo model).
@@ -31,13 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 from .exceptions import LLMError, StreamError
 from .messages import MessageDelta, StopReason, TokenUsage, ToolCallDelta
+from .provider_errors import (
+    MID_STREAM_ERROR,
+    NO_FINISH_REASON,
+    connection_error,
+    litellm_error,
+    malformed_chunk,
+    status_error,
+)
 
 if TYPE_CHECKING:
     import httpx
 
     from .llm import ChatModel, ModelRequest
-
-RETRYABLE_STATUS = frozenset((408, 409, 425, 429, 500, 502, 503, 504, 529))
 
 FINISH_REASONS: dict[str, StopReason] = {
     "stop": "complete",
@@ -81,6 +89,9 @@ def import_litellm() -> Any:
         from .providers.demo import register_demo_provider
 
         register_demo_provider()
+        # Its "Give Feedback / Get Help" banner goes to stdout on every failed call:
+        # a library must not print; our errors say what failed.
+        litellm.suppress_debug_info = True
         _demo_registered = True
     return litellm
 
@@ -119,7 +130,7 @@ class LiteLLMTransport:
         try:
             response = await litellm.acompletion(**kwargs)
         except Exception as exc:
-            raise _litellm_error(exc) from exc
+            raise litellm_error(exc, started=False) from exc
         headers = (getattr(response, "_hidden_params", None) or {}).get(
             "additional_headers"
         ) or {}
@@ -127,7 +138,7 @@ class LiteLLMTransport:
             yield ResponseInfo(
                 headers={str(k).lower(): str(v) for k, v in headers.items()}
             )
-        finished = False
+        finish: StopReason | None = None
         try:
             async for chunk in response:
                 usage = getattr(chunk, "usage", None)
@@ -150,27 +161,22 @@ class LiteLLMTransport:
                         )
                         for c in delta.tool_calls
                     ]
-                status = None
                 if choice.finish_reason:
-                    finished = True
-                    status = stop_reason(choice.finish_reason)
+                    finish = stop_reason(choice.finish_reason)
                 content = (delta.content or "") if delta is not None else ""
                 thinking = (
                     (getattr(delta, "reasoning_content", None) or "")
                     if delta is not None
                     else ""
                 )
-                if content or thinking or tool_calls or status:
+                if content or thinking or tool_calls:
                     yield MessageDelta(
-                        content=content,
-                        thinking=thinking,
-                        tool_calls=tool_calls,
-                        status=status,
+                        content=content, thinking=thinking, tool_calls=tool_calls
                     )
         except LLMError:
             raise
         except Exception as exc:
-            raise StreamError(f"The model's stream broke: {_describe(exc)}") from exc
+            raise litellm_error(exc, started=True) from exc
         finally:
             # Release the HTTP connection now when the caller stops early (cancel).
             close = getattr(response, "aclose", None)
@@ -178,9 +184,11 @@ class LiteLLMTransport:
                 with contextlib.suppress(Exception):
                     await close()
         # litellm makes up finish_reason="stop" for a stream that just ended; only its
-        # wrapper knows whether the provider really sent one.
-        if not finished or getattr(response, "received_finish_reason", "") is None:
-            raise StreamError("The model's stream ended without a finish reason")
+        # wrapper knows whether the provider really sent one. The stop reason is told
+        # only now, so nobody hears "complete" from a stream that then fails.
+        if finish is None or getattr(response, "received_finish_reason", "") is None:
+            raise StreamError(NO_FINISH_REASON)
+        yield MessageDelta(status=finish)
 
 
 class OpenAITransport:
@@ -233,6 +241,7 @@ class OpenAITransport:
             body["tools"] = request.tools
         headers = {"Authorization": f"Bearer {api_key}", **extra_headers}
         client = self._client()
+        reader = _SSEReader()
         try:
             async with client.stream(
                 "POST", f"{api_base}/chat/completions", json=body, headers=headers
@@ -240,80 +249,82 @@ class OpenAITransport:
                 if response.status_code >= 400:
                     text = (await response.aread()).decode("utf-8", "replace")
                     raise _http_error(response.status_code, text, response.headers)
+                reader.started = True
                 yield ResponseInfo(headers=dict(response.headers))
-                async for event in _read_sse(response):
+                async for event in reader.read(response):
                     yield event
         except LLMError:
             raise
-        except httpx.TimeoutException as exc:
-            raise LLMError(
-                f"The model request timed out: {_describe(exc)}", retryable=True
-            ) from exc
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise LLMError(
-                f"Could not connect to the model: {_describe(exc)}", retryable=True
-            ) from exc
         except httpx.HTTPError as exc:
-            raise StreamError(f"The model's stream broke: {_describe(exc)}") from exc
+            if reader.finish is None:
+                raise connection_error(exc, started=reader.started) from exc
+            # The connection was lost after the finish reason: nothing of the reply
+            # is missing (litellm's wrapper decides the same).
+        if reader.finish is None:
+            raise StreamError(NO_FINISH_REASON)
+        yield MessageDelta(status=reader.finish)
 
 
-async def _read_sse(response: httpx.Response) -> AsyncIterator[Any]:
-    finished = False
-    loads = json.loads
-    async for line in response.aiter_lines():
-        if not line.startswith("data:"):
-            continue  # blank separators, comments and event: lines
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            break
-        try:
-            chunk = loads(payload)
-        except ValueError:
-            raise StreamError(
-                f"The model sent a malformed chunk: {payload[:200]!r}"
-            ) from None
-        if not isinstance(chunk, dict):
-            raise StreamError(f"The model sent a malformed chunk: {payload[:200]!r}")
-        if "error" in chunk:
-            error = chunk["error"]
-            message = error.get("message") if isinstance(error, dict) else str(error)
-            raise StreamError(f"The model reported an error mid-stream: {message}")
-        usage = chunk.get("usage")
-        if usage:
-            yield TokenUsage.from_openai(usage)
-        choices = chunk.get("choices")
-        if not choices:
-            continue
-        choice = choices[0]
-        delta = choice.get("delta") or {}
-        finish = choice.get("finish_reason")
-        raw_calls = delta.get("tool_calls")
-        tool_calls = None
-        if raw_calls:
-            tool_calls = []
-            for call in raw_calls:
-                function = call.get("function") or {}
-                tool_calls.append(
-                    ToolCallDelta(
-                        index=call.get("index") or 0,
-                        call_id=call.get("id"),
-                        name=function.get("name"),
-                        arguments=function.get("arguments") or "",
-                    )
+class _SSEReader:
+    """Reads one SSE response into events; remembers the finish reason it saw."""
+
+    __slots__ = ("finish", "started")
+
+    def __init__(self) -> None:
+        self.started = False
+        self.finish: StopReason | None = None
+
+    async def read(self, response: httpx.Response) -> AsyncIterator[Any]:
+        loads = json.loads
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue  # blank separators, comments and event: lines
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                break
+            try:
+                chunk = loads(payload)
+            except ValueError:
+                raise StreamError(malformed_chunk(payload)) from None
+            if not isinstance(chunk, dict):
+                raise StreamError(malformed_chunk(payload))
+            if "error" in chunk:
+                error = chunk["error"]
+                message = (
+                    error.get("message") if isinstance(error, dict) else str(error)
                 )
-        content = delta.get("content") or ""
-        thinking = delta.get("reasoning_content") or delta.get("reasoning") or ""
-        if finish:
-            finished = True
-        if content or thinking or tool_calls or finish:
-            yield MessageDelta(
-                content=content,
-                thinking=thinking,
-                tool_calls=tool_calls,
-                status=stop_reason(finish) if finish else None,
-            )
-    if not finished:
-        raise StreamError("The model's stream ended without a finish reason")
+                raise StreamError(f"{MID_STREAM_ERROR}: {message}")
+            usage = chunk.get("usage")
+            if usage:
+                yield TokenUsage.from_openai(usage)
+            choices = chunk.get("choices")
+            if not choices:
+                continue
+            choice = choices[0]
+            delta = choice.get("delta") or {}
+            finish = choice.get("finish_reason")
+            raw_calls = delta.get("tool_calls")
+            tool_calls = None
+            if raw_calls:
+                tool_calls = []
+                for call in raw_calls:
+                    function = call.get("function") or {}
+                    tool_calls.append(
+                        ToolCallDelta(
+                            index=call.get("index") or 0,
+                            call_id=call.get("id"),
+                            name=function.get("name"),
+                            arguments=function.get("arguments") or "",
+                        )
+                    )
+            content = delta.get("content") or ""
+            thinking = delta.get("reasoning_content") or delta.get("reasoning") or ""
+            if finish:
+                self.finish = stop_reason(finish)
+            if content or thinking or tool_calls:
+                yield MessageDelta(
+                    content=content, thinking=thinking, tool_calls=tool_calls
+                )
 
 
 def _http_error(status: int, body: str, headers: Any) -> LLMError:
@@ -322,47 +333,10 @@ def _http_error(status: int, body: str, headers: Any) -> LLMError:
         message = detail.get("message") if isinstance(detail, dict) else str(detail)
     except (ValueError, AttributeError):
         message = body[:500]
-    retry_after = headers.get("retry-after") if headers is not None else None
-    return LLMError(
-        f"The model returned HTTP {status}: {message or 'no detail'}",
-        retryable=status in RETRYABLE_STATUS,
-        status_code=status,
-        retry_after=_seconds(retry_after),
-    )
+    return status_error(status, message, headers)
 
 
-def _litellm_error(exc: Exception) -> LLMError:
-    status = getattr(exc, "status_code", None)
-    name = type(exc).__name__
-    retryable = (status in RETRYABLE_STATUS) or name in (
-        "APIConnectionError",
-        "Timeout",
-        "RateLimitError",
-        "ServiceUnavailableError",
-        "InternalServerError",
-    )
-    message = getattr(exc, "message", None) or str(exc)
-    where = f"HTTP {status}, {name}" if status else name
-    # litellm keeps the provider's headers on the exception; its ``response`` is
-    # often one it made up, without them.
-    headers = getattr(exc, "litellm_response_headers", None) or getattr(
-        getattr(exc, "response", None), "headers", None
-    )
-    return LLMError(
-        f"The model call failed ({where}): {message}",
-        retryable=retryable,
-        status_code=status,
-        retry_after=_seconds(headers.get("retry-after") if headers else None),
-    )
-
-
-def _seconds(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """``Type: text`` of an exception, for logs."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

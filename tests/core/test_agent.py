@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from sagents_django.core import (
+    CancelToken,
     CALLBACK_KEYS,
     Agent,
     AgentExecution,
@@ -627,12 +628,19 @@ async def test_cancellation_between_steps_ends_the_turn_before_the_next_model_ca
     chat_model, fake_llm
 ):
     ran: list[str] = []
-    work = make_tool("work", lambda args, _ctx: ran.append("work") or "worked")
+    token = CancelToken()
+
+    def work_then_stop(args: dict, _ctx: Any) -> str:
+        ran.append("work")
+        token.cancel()  # from the tool's worker thread
+        return "worked"
+
+    work = make_tool("work", work_then_stop)
     fake_llm.script(reply(tool_calls=[tool_call("work", {})]), reply("never"))
 
     result = await Agent(
         replace_default_middleware=True, model=chat_model, tools=[work]
-    ).execute(["Work"], should_cancel=lambda: bool(ran))
+    ).execute(["Work"], cancel=token)
 
     assert result.status == "cancelled"
     assert ran == ["work"]
@@ -644,8 +652,10 @@ async def test_cancellation_between_steps_ends_the_turn_before_the_next_model_ca
 async def test_cancellation_before_the_first_step_sends_no_request(
     chat_model, fake_llm
 ):
+    token = CancelToken()
+    token.cancel("stopped early")
     result = await Agent(replace_default_middleware=True, model=chat_model).execute(
-        ["Hi"], should_cancel=lambda: True
+        ["Hi"], cancel=token
     )
 
     assert result.status == "cancelled"

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from sagents_django.core import Agent, Message, State, StreamError, Tool
+from sagents_django.core import (
+    Agent,
+    CancelToken,
+    Message,
+    State,
+    StreamError,
+    Tool,
+)
 from tests.core.conftest import model_for
 from tests.fakes.openai_server import fault, reply, tool_call
 
@@ -309,10 +316,15 @@ async def test_cancellation_mid_stream_keeps_the_partial_text_with_a_cancelled_s
 ):
     fake_llm.script(reply("one two three four five six", chunks=6, delay=0.05))
     seen = []
+    token = CancelToken()
+
+    def on_delta(ex, deltas):
+        seen.extend(deltas)
+        if len(seen) >= 2:
+            token.cancel()
+
     result = await Agent(replace_default_middleware=True, model=chat_model).execute(
-        ["Count"],
-        callbacks=[{"on_llm_new_delta": lambda ex, d: seen.extend(d)}],
-        should_cancel=lambda: len(seen) >= 2,
+        ["Count"], callbacks=[{"on_llm_new_delta": on_delta}], cancel=token
     )
     assert result.status == "cancelled"
     last = result.last_message

@@ -198,7 +198,7 @@ class SubAgent(Middleware):
             system_prompt=system_prompt,
         )
         with self._progress(subagent_type, call_id) as callbacks:
-            await run.execute(callbacks)
+            await run.execute(callbacks, cancel=_cancel_token(context.execution))
         return self._outcome(run, call_id, name)
 
     async def handle_resume(
@@ -222,9 +222,10 @@ class SubAgent(Middleware):
             run_data, agent_for_run, **self._run_options(subagent_type)
         )
         with self._progress(subagent_type, call_id) as callbacks:
+            # InvalidResume leaves all as it was
             await run.resume(
-                resume_data, callbacks
-            )  # InvalidResume leaves all as it was
+                resume_data, callbacks, cancel=_cancel_token(options.get("execution"))
+            )
         result = self._outcome(run, call_id, paused.name)
         state = replace(state.replace_tool_result(call_id, result), interrupt_data=None)
         if not result.is_interrupt:
@@ -455,6 +456,11 @@ def find_subagent(context: ToolContext) -> SubAgent:
         if isinstance(entry.middleware, SubAgent):
             return entry.middleware
     raise ConfigurationError("This agent has no SubAgent middleware")
+
+
+def _cancel_token(execution: Any) -> Any:
+    """The parent's CancelToken: the sub-agent stops when the parent is cancelled."""
+    return getattr(execution, "cancel", None)
 
 
 def _agent_id(parent_id: str | None, call_id: str) -> str:
