@@ -536,6 +536,21 @@ def test_chunk_delay_spaces_events_and_a_client_hang_up_is_recorded(fake_llm):
     assert 0.1 <= elapsed < 0.9
 
 
+def test_a_gap_is_a_silent_stretch_before_one_event_then_the_stream_goes_on(fake_llm):
+    fake_llm.script(reply("a b c", chunks=3, gaps={2: 0.4}))
+
+    arrivals: list[float] = []
+    started = time.monotonic()
+    with httpx.Client() as client, client.stream(**post(fake_llm)) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: "):
+                arrivals.append(time.monotonic() - started)
+
+    # role chunk, "a ", then the gap, "b ", "c", finish, [DONE]
+    assert len(arrivals) == 6, arrivals
+    assert arrivals[2] - arrivals[1] >= 0.4, arrivals
+
+
 def test_stop_releases_a_stalled_connection_promptly():
     server = FakeOpenAIServer().start()
     server.script(fault.stall(after=reply("x")))

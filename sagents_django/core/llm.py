@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .cancellation import CancelToken, Cancelled
+from .cancellation import Cancelled, CancelToken
 from .exceptions import ConfigurationError, LLMError, StreamError
 from .messages import (
     ContentPart,
@@ -226,37 +226,31 @@ async def stream_once(
     try:
         # The scope is the cancel race: waiting for the first byte, a gap, a chunk,
         # all of it is interrupted when the token fires, at no cost per chunk.
-        async with cancel.scope() if cancel is not None else _NO_SCOPE:
-            async with contextlib.aclosing(model.stream(request)) as stream:
-                async with asyncio.timeout_at(
-                    loop.time() + idle if idle else None
-                ) as timer:
-                    async for event in stream:
-                        if idle:
-                            timer.reschedule(loop.time() + idle)
-                        if type(event) is MessageDelta:
-                            identified = assembler.add(event)
-                            assembler.emitted = True
-                            if wants_deltas:
-                                await fire("on_llm_new_delta", execution, [event])
-                            if identified and wants_calls:
-                                for call in identified:
-                                    await fire(
-                                        "on_tool_call_identified", execution, call, None
-                                    )
-                            # Set by a handler just now: stop before the next chunk.
-                            if cancel is not None and cancel.cancelled:
-                                raise Cancelled(cancel.reason)
-                        elif type(event) is TokenUsage:
-                            usage = event
-                        elif type(event) is ResponseInfo:
-                            await fire(
-                                "on_llm_response_headers", execution, event.headers
-                            )
-                            if event.ratelimit:
-                                await fire(
-                                    "on_llm_ratelimit_info", execution, event.ratelimit
-                                )
+        async with (
+            cancel.scope() if cancel is not None else _NO_SCOPE,
+            contextlib.aclosing(model.stream(request)) as stream,
+            asyncio.timeout_at(loop.time() + idle if idle else None) as timer,
+        ):
+            async for event in stream:
+                if idle:
+                    timer.reschedule(loop.time() + idle)
+                if type(event) is MessageDelta:
+                    identified = assembler.add(event)
+                    assembler.emitted = True
+                    if wants_deltas:
+                        await fire("on_llm_new_delta", execution, [event])
+                    if identified and wants_calls:
+                        for call in identified:
+                            await fire("on_tool_call_identified", execution, call, None)
+                    # Set by a handler just now: stop before the next chunk.
+                    if cancel is not None and cancel.cancelled:
+                        raise Cancelled(cancel.reason)
+                elif type(event) is TokenUsage:
+                    usage = event
+                elif type(event) is ResponseInfo:
+                    await fire("on_llm_response_headers", execution, event.headers)
+                    if event.ratelimit:
+                        await fire("on_llm_ratelimit_info", execution, event.ratelimit)
     except Cancelled:
         # A finish reason that already arrived stands: the reply was complete.
         return ModelCall(

@@ -73,16 +73,21 @@ def litellm_error(exc: BaseException, *, started: bool) -> LLMError:
         # The SDK raises a bare APIError for an {"error": ...} event in the stream.
         if type(item) is openai.APIError:
             return StreamError(f"{MID_STREAM_ERROR}: {item.message}")
-    for item in chain:
-        if isinstance(item, openai.APIStatusError):
-            return status_error(
-                item.status_code, _openai_message(item), item.response.headers
-            )
-    if any(_is_timeout(item) for item in chain):
-        return connection_error(exc, started=started)
+    # Before status codes: litellm reports a lost connection as an HTTP 500.
     lost = (openai.APIConnectionError, httpx.TransportError, OSError)
-    if any(isinstance(item, lost) or _is_aiohttp_error(item) for item in chain):
+    if any(
+        _is_timeout(item) or isinstance(item, lost) or _is_aiohttp_error(item)
+        for item in chain
+    ):
         return connection_error(exc, started=started)
+    answers = [item for item in chain if isinstance(item, openai.APIStatusError)]
+    # The SDK's own error (deepest) holds the provider's body; litellm's wraps it.
+    answers.sort(key=lambda item: type(item).__module__.startswith("litellm"))
+    if answers:
+        answer = answers[0]
+        return status_error(
+            answer.status_code, _openai_message(answer), answer.response.headers
+        )
     # Providers litellm maps itself (Anthropic, Vertex...): its status and message.
     status = getattr(exc, "status_code", None)
     message = _LITELLM_PREFIX.sub("", getattr(exc, "message", None) or str(exc), 1)
@@ -120,7 +125,8 @@ def _openai_message(error: Any) -> str:
         inner = body.get("error", body)
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
             return inner["message"]
-    return str(getattr(error, "message", "") or error)
+    text = str(getattr(error, "message", "") or error)
+    return _LITELLM_PREFIX.sub("", text, 1)
 
 
 def _is_timeout(exc: BaseException) -> bool:

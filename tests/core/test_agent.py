@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from sagents_django.core import (
-    CancelToken,
     CALLBACK_KEYS,
     Agent,
     AgentExecution,
+    CancelToken,
     ConfigurationError,
     Interrupt,
     InvalidResume,

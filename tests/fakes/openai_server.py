@@ -87,6 +87,7 @@ class Reply:
     usage: tuple[int, ...] | None = None  # (prompt, completion[, reasoning])
     include_usage: bool | None = None  # None: as the request's stream_options ask
     delay: float | None = None  # seconds between SSE events; None: server default
+    gaps: tuple[tuple[int, float], ...] = ()  # (body event index, extra seconds)
     model: str | None = None  # None: echo the request's model
     headers: tuple[tuple[str, str], ...] = ()
 
@@ -113,6 +114,7 @@ def reply(
     usage: tuple[int, ...] | None = None,
     include_usage: bool | None = None,
     delay: float | None = None,
+    gaps: Mapping[int, float] | None = None,
     model: str | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> Reply:
@@ -121,6 +123,9 @@ def reply(
     ``raw_arguments`` adds a ``tool_name`` call whose arguments string is sent as is,
     for malformed tool-argument JSON. ``include_usage=True`` sends the usage chunk
     even when the request did not ask for it, ``False`` never sends it.
+    ``gaps={i: seconds}`` adds a silent stretch before body event ``i`` (event 0 is
+    the role chunk; then reasoning, text and tool-call chunks in order), for streams
+    that go quiet mid-way and then go on.
     """
     calls = list(tool_calls)
     if raw_arguments is not None:
@@ -142,6 +147,7 @@ def reply(
         usage=usage,
         include_usage=include_usage,
         delay=delay,
+        gaps=tuple(sorted((gaps or {}).items())),
         model=model,
         headers=tuple((headers or {}).items()),
     )
@@ -991,7 +997,10 @@ class FakeOpenAIServer:
                 f"{len(data):x}\r\n".encode() + data + b"\r\n" if chunked else data
             )
 
-        for chunk in render.body_chunks():
+        gaps = dict(r.gaps)
+        for index, chunk in enumerate(render.body_chunks()):
+            if index in gaps:
+                await conn.pause(gaps[index])
             await event(json.dumps(chunk))
 
         kind = step.kind if isinstance(step, Fault) else None
