@@ -198,7 +198,6 @@ def make_paths() -> dict[str, Path_]:
                 model.request(list(MESSAGES), []),
                 execution=None,
                 callbacks=callbacks,
-                should_cancel=None,
             )
             if call.message.text != TEXT:
                 raise RuntimeError(f"{transport}: the reply was not assembled whole")

@@ -128,7 +128,7 @@ class Session:
     async def run_turn(self, text: str, **options: Any) -> AgentResult:
         """Add the user's ``text`` and run the agent until the turn ends.
 
-        ``options`` go to ``Agent.execute`` (``max_runs``, ``should_cancel``...). The
+        ``options`` go to ``Agent.execute`` (``max_runs``, ``cancel``...). The
         result's ``status`` says how it ended; an ``interrupted`` turn waits for
         ``resume``, and a message sent meanwhile raises ``InvalidResume`` (nothing
         is saved).

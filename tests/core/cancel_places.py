@@ -107,10 +107,12 @@ def tool_call_arguments(server: FakeOpenAIServer, transport: str, long: float) -
         function=lambda args, _ctx: marks["ran"].append(args) or "3",
     )
     call = tool_call("add", {"a": 1, "b": 2, "note": "x" * 40}, id="add_1")
-    server.script(reply(tool_calls=[call], args_chunks=5, delay=long / 5))
+    # Events: 0 the role chunk, 1 the call's id and name, 2 the first piece of its
+    # arguments, then silence before the rest.
+    server.script(reply(tool_calls=[call], args_chunks=5, gaps={3: long}))
     return Setup(
         agent=_agent(server, transport, tools=[add]),
-        ready=lambda: len(marks["identified"]) >= 1,
+        ready=lambda: len(marks["deltas"]) >= 2,
         callbacks=[_counting(marks)],
         marks=marks,
     )
