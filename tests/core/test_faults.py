@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from sagents_django.core import Agent, Message, Tool
+from sagents_django.core.openai_format import INTERRUPTED_NOTES
 from sagents_django.core.testing import validate_openai_messages
 from tests.core.conftest import model_for
 from tests.fakes.openai_server import FakeOpenAIServer, Fault, Reply, fault, reply
@@ -165,6 +166,9 @@ async def test_a_fault_ends_the_same_way_on_the_litellm_and_the_httpx_transport(
     if partial is not None:
         assert texts[-1]["content"] == [{"type": "text", "content": partial}]
         assert texts[-1]["status"] == "stream_error"
+        # The next call's model reads that this reply broke off.
+        (sent,) = Message.from_dict(texts[-1]).to_openai()
+        assert sent["content"] == f"{partial}\n\n{INTERRUPTED_NOTES['stream_error']}"
     elif status == "error":
         assert texts == []  # nothing half-made is left in the state
     deltas = [
