@@ -124,7 +124,9 @@ def _recorder(log: list[tuple[str, Any]], key: str) -> Callable[..., None]:
     return lambda *args: log.append((key, _summary(key, args)))
 
 
-async def outcome_of(make_fault: Callable[[], Fault | Reply], transport: str) -> dict:
+async def outcome_of(
+    make_fault: Callable[[], Fault | Reply], transport: str, *, idle: float
+) -> dict:
     add = Tool(
         name="add",
         description="Add two numbers.",
@@ -132,7 +134,7 @@ async def outcome_of(make_fault: Callable[[], Fault | Reply], transport: str) ->
     )
     with FakeOpenAIServer() as server:
         server.script(make_fault(), make_fault(), reply("Done after the tool"))
-        model = model_for(server, transport, max_retries=1, stream_idle_timeout=1.0)
+        model = model_for(server, transport, max_retries=1, stream_idle_timeout=idle)
         agent = Agent(model=model, tools=[add], replace_default_middleware=True)
         log: list[tuple[str, Any]] = []
         callbacks = {key: _recorder(log, key) for key in KEYS}
@@ -156,8 +158,11 @@ async def test_a_fault_ends_the_same_way_on_the_litellm_and_the_httpx_transport(
 ):
     make_fault, status, requests, partial = FAULTS[name]
 
-    on_litellm = await outcome_of(make_fault, "litellm")
-    on_httpx = await outcome_of(make_fault, "openai")
+    # Stalls wait out the idle timeout (twice: the stall before any byte is retried);
+    # elsewhere a generous one keeps a busy machine from reading as a stall.
+    idle = 2.0 if name.startswith("stall") else 10.0
+    on_litellm = await outcome_of(make_fault, "litellm", idle=idle)
+    on_httpx = await outcome_of(make_fault, "openai", idle=idle)
 
     assert on_litellm == on_httpx
     assert on_httpx["status"] == status, on_httpx["error"]
