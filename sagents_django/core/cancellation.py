@@ -66,9 +66,9 @@ class CancelToken:
         with self._lock:
             if self._cancelled:
                 return False
-            self._cancelled = True
             self._reason = reason
-            loops = {scope.loop for scope in self._scopes}
+            self._cancelled = True  # before the scopes are read (see _Scope)
+            loops = {scope.loop for scope in list(self._scopes)}
             loops.update(loop for loop, _future in self._waiters)
         for loop in loops:
             _call_soon(loop, self._fire, loop)
@@ -100,8 +100,8 @@ class CancelToken:
 
     def _fire(self, loop: asyncio.AbstractEventLoop) -> None:
         """On ``loop``: cancel each task's innermost scope and wake the waiters."""
+        scopes = [s for s in list(self._scopes) if s.loop is loop]
         with self._lock:
-            scopes = [s for s in self._scopes if s.loop is loop]
             waiters = [f for waiting, f in self._waiters if waiting is loop]
         innermost: dict[asyncio.Task[object], _Scope] = {}
         for scope in scopes:  # opened later = nested deeper in the same task
@@ -135,10 +135,12 @@ class _Scope:
         self.task = task
         self.loop = task.get_loop()
         token = self.token
-        with token._lock:
-            if token._cancelled:
-                raise Cancelled(token._reason)
-            token._scopes.append(self)
+        # No lock: list appends are atomic, and cancel() sets the flag before it
+        # reads the list, so either it sees this scope or this scope sees the flag.
+        token._scopes.append(self)
+        if token._cancelled:
+            token._scopes.remove(self)
+            raise Cancelled(token._reason)
         self.cancelling = task.cancelling()
         self.active = True
         return self
@@ -158,8 +160,7 @@ class _Scope:
     ) -> bool:
         self.active = False
         token = self.token
-        with token._lock:
-            token._scopes.remove(self)
+        token._scopes.remove(self)
         if not self.fired:
             return False
         remaining = self.task.uncancel()

@@ -192,14 +192,15 @@ async def call_llm(ex: Execution) -> AgentResult | None:
             f"The agent exceeded max_runs ({ex.max_runs} model calls in one turn)"
         )
     agent = ex.agent
-    try:
-        async with ex.cancel.scope():
-            for entry in agent.before_model_entries:
-                outcome = await _apply(ex, entry, "before_model")
-                if isinstance(outcome, AgentResult):
-                    return outcome
-    except Cancelled:
-        return await finish_cancelled(ex)
+    if agent.before_model_entries:
+        try:
+            async with ex.cancel.scope():
+                for entry in agent.before_model_entries:
+                    outcome = await _apply(ex, entry, "before_model")
+                    if isinstance(outcome, AgentResult):
+                        return outcome
+        except Cancelled:
+            return await finish_cancelled(ex)
     await ex.callbacks.fire("on_after_middleware", ex.state)
     ex.run_count += 1
     try:
@@ -236,6 +237,8 @@ async def call_llm(ex: Execution) -> AgentResult | None:
     if ex.cancel.cancelled:
         return await finish_cancelled(ex)
     await ex.callbacks.fire("on_message_processed", ex, message)
+    if not agent.after_model_entries:
+        return None
     try:
         async with ex.cancel.scope():
             for entry in agent.after_model_entries:
