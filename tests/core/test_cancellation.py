@@ -20,6 +20,7 @@ from sagents_django.core import (
     ConfigurationError,
     Message,
     Tool,
+    ToolCall,
 )
 from sagents_django.core.cancellation import Cancelled
 from sagents_django.core.openai_format import INTERRUPTED_NOTES
@@ -281,3 +282,32 @@ async def test_max_runs_below_one_or_not_an_integer_raises_on_execute_as_on_agen
     with pytest.raises(ConfigurationError, match="max_runs"):
         Agent(model=model, replace_default_middleware=True, max_runs=bad)
     assert model.requests == []
+
+
+async def test_a_resume_stopped_before_the_approved_call_runs_answers_it_as_cancelled():
+    ran: list[str] = []
+    delete = Tool(
+        name="delete", description="Delete.", function=lambda a, c: ran.append("x")
+    )
+    model = ScriptedModel(
+        [Message.assistant(tool_calls=[ToolCall(call_id="d1", name="delete")])]
+    )
+    agent = Agent(
+        model=model,
+        tools=[delete],
+        interrupt_on={"delete": True},
+        replace_default_middleware=True,
+    )
+    paused = await agent.execute(["Delete it"])
+    assert paused.status == "interrupted"
+    token = CancelToken()
+    token.cancel()
+
+    result = await agent.resume(paused.state, [{"type": "approve"}], cancel=token)
+
+    assert result.status == "cancelled"
+    assert ran == []
+    (answer,) = result.last_message.tool_results
+    assert answer.tool_call_id == "d1" and "cancelled before it ran" in answer.content
+    assert result.state.interrupt_data is None
+    validate_openai_messages(result.state)
