@@ -327,7 +327,7 @@ class Agent:
         )
 
 
-def checked_max_runs(value: Any) -> int:
+def checked_max_runs(value: object) -> int:
     """``value`` when it is a positive integer; ConfigurationError otherwise."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"max_runs must be a positive integer, not {value!r}")

@@ -41,14 +41,13 @@ def malformed_chunk(payload: str) -> str:
 
 def status_error(status: int, message: str | None, headers: Any = None) -> LLMError:
     """An HTTP error answer: ``The model returned HTTP 429: <provider's message>``."""
-    error = LLMError(
+    retry_after = headers.get("retry-after") if headers else None
+    return LLMError(
         f"The model returned HTTP {status}: {message or 'no detail'}",
         retryable=status in RETRYABLE_STATUS,
         status_code=status,
+        retry_after=_seconds(retry_after),
     )
-    retry_after = headers.get("retry-after") if headers is not None else None
-    error.retry_after = _seconds(retry_after)  # type: ignore[attr-defined]
-    return error
 
 
 def connection_error(exc: BaseException, *, started: bool) -> LLMError:
@@ -83,17 +82,24 @@ def litellm_error(exc: BaseException, *, started: bool) -> LLMError:
     answers = [item for item in chain if isinstance(item, openai.APIStatusError)]
     # The SDK's own error (deepest) holds the provider's body; litellm's wraps it.
     answers.sort(key=lambda item: type(item).__module__.startswith("litellm"))
+    # litellm keeps the provider's headers on its exception; its own ``response``
+    # is often one it made up, without them.
+    headers = getattr(exc, "litellm_response_headers", None)
     if answers:
         answer = answers[0]
         return status_error(
-            answer.status_code, _openai_message(answer), answer.response.headers
+            answer.status_code,
+            _openai_message(answer),
+            headers or answer.response.headers,
         )
     # Providers litellm maps itself (Anthropic, Vertex...): its status and message.
     status = getattr(exc, "status_code", None)
     message = _LITELLM_PREFIX.sub("", getattr(exc, "message", None) or str(exc), 1)
     if isinstance(status, int) and status >= 400:
         response = getattr(exc, "response", None)
-        return status_error(status, message, getattr(response, "headers", None))
+        return status_error(
+            status, message, headers or getattr(response, "headers", None)
+        )
     name = type(exc).__name__
     retryable = name in ("APIConnectionError", "Timeout", "ServiceUnavailableError")
     error_type = StreamError if started else LLMError
@@ -123,8 +129,9 @@ def _openai_message(error: Any) -> str:
     body = getattr(error, "body", None)
     if isinstance(body, dict):
         inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
+        message = inner.get("message") if isinstance(inner, dict) else None
+        if isinstance(message, str):
+            return message
     text = str(getattr(error, "message", "") or error)
     return _LITELLM_PREFIX.sub("", text, 1)
 

@@ -165,9 +165,13 @@ def validate_openai_messages(
     """
     if isinstance(messages, State):
         messages = messages.messages
-    items = list(messages)
-    if items and all(isinstance(m, Message) for m in items):
-        items = messages_to_openai(items)
+    given = list(messages)
+    converted = [m for m in given if isinstance(m, Message)]
+    items: list[Any] = (
+        messages_to_openai(converted)
+        if given and len(converted) == len(given)
+        else given
+    )
     problems: list[str] = []
     if not items:
         problems.append("there are no messages")
