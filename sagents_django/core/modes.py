@@ -20,11 +20,11 @@ Cancellation (``Execution.cancel``, a ``CancelToken``) interrupts the hooks, the
 call and async tools where they wait; a sync tool runs in a thread that cannot be
 interrupted, so its call finishes (its result is kept) and nothing after it starts.
 Callbacks fired between the waits (a message or tool result to record) are never
-interrupted, so what they persist stays whole; those fired mid-stream (deltas) may be. A cancelled turn
-leaves a state a provider accepts: partial text is kept only when there is some (stop
-reason ``cancelled``), and every tool call of the last reply has a result (a
-"cancelled" error for those that did not finish). A custom step that waits runs its
-wait inside ``async with ex.cancel.scope():`` to be interrupted too.
+interrupted, so what they persist stays whole; those fired mid-stream (deltas) may
+be. A cancelled turn leaves a state a provider accepts: partial text is kept only
+when there is some (stop reason ``cancelled``), and every tool call of the last reply
+has a result (a "cancelled" error for those that did not finish). A custom step that
+waits runs its wait inside ``async with ex.cancel.scope():`` to be interrupted too.
 """
 
 from __future__ import annotations

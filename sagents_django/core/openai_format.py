@@ -28,7 +28,9 @@ from .messages import ROLES, ContentPart, Message, StopReason, ToolCall, ToolRes
 
 #: What the model reads after the text of a reply that did not finish.
 INTERRUPTED_NOTES: dict[StopReason, str] = {
-    "cancelled": "[This reply was interrupted: the user stopped it before it finished.]",
+    "cancelled": (
+        "[This reply was interrupted: the user stopped it before it finished.]"
+    ),
     "stream_error": (
         "[This reply was interrupted: the connection to the model broke before it "
         "finished.]"
