@@ -1,4 +1,16 @@
-"""System checks for ``settings.SAGENTS``; ids are stable and tested by id."""
+"""System checks for ``settings.SAGENTS``; ids are stable and tested by id.
+
+Every key is checked (``conf.VALIDATORS`` says what a valid value is), so a typo
+fails ``manage.py check`` instead of every turn:
+
+- E001 SAGENTS is not a dict
+- E002 MODEL, E003 MODEL_PARAMS, E004 EXECUTOR, E005 FALLBACK_MODELS,
+  E009 MAX_STATE_BYTES: a value of the wrong type or outside its closed set
+- E006 SCOPE is not a dotted path, E007 it cannot be imported, E008 it does not
+  name a scope class (one with ``from_request``)
+- W001 a key this version does not know (a typo, usually)
+- E100 the scope class cannot resolve the conversation model's owner
+"""
 
 from __future__ import annotations
 
@@ -6,8 +18,31 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.core import checks
+from django.utils.module_loading import import_string
 
 from sagents_django import conf
+
+IDS = {
+    "MODEL": "sagents_django.E002",
+    "MODEL_PARAMS": "sagents_django.E003",
+    "EXECUTOR": "sagents_django.E004",
+    "FALLBACK_MODELS": "sagents_django.E005",
+    "SCOPE": "sagents_django.E006",
+    "MAX_STATE_BYTES": "sagents_django.E009",
+}
+"""The check id of each key's type check."""
+
+HINTS = {
+    "MODEL": 'Use a litellm model string such as "openai/gpt-4o-mini", or '
+    '"sagents/demo" for the offline demo model.',
+    "MODEL_PARAMS": 'Pass litellm keyword arguments, e.g. {"temperature": 0}.',
+    "EXECUTOR": 'Use "inline" to run turns in the web process, "celery" to run '
+    "them on Celery workers.",
+    "FALLBACK_MODELS": 'Use a list, even for one model: ["openai/gpt-4o-mini"].',
+    "SCOPE": 'Name the scope class by its dotted path, e.g. "myapp.scope.TeamScope".',
+    "MAX_STATE_BYTES": "Give a number of bytes, e.g. 20 * 1024 * 1024 (not a string "
+    'such as "20MB").',
+}
 
 
 def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
@@ -22,37 +57,14 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
         ]
 
     messages: list[checks.CheckMessage] = []
-    model = user.get("MODEL", conf.DEFAULTS["MODEL"])
-    if not isinstance(model, str) or not model.strip():
-        messages.append(
-            checks.Error(
-                f"SAGENTS['MODEL'] must be a non-empty string, not {model!r}.",
-                hint='Use a litellm model string such as "openai/gpt-4o-mini", or '
-                '"sagents/demo" for the offline demo model.',
-                id="sagents_django.E002",
-            )
-        )
-    params = user.get("MODEL_PARAMS", {})
-    if not isinstance(params, Mapping):
-        messages.append(
-            checks.Error(
-                f"SAGENTS['MODEL_PARAMS'] must be a dict, not {params!r}.",
-                hint='Pass litellm keyword arguments, e.g. {"temperature": 0}.',
-                id="sagents_django.E003",
-            )
-        )
-    executor = user.get("EXECUTOR", conf.DEFAULTS["EXECUTOR"])
-    if executor not in conf.EXECUTORS:
-        messages.append(
-            checks.Error(
-                f"SAGENTS['EXECUTOR'] must be one of {conf.EXECUTORS!r}, "
-                f"not {executor!r}.",
-                hint='Use "inline" to run turns in the web process, "celery" to run '
-                "them on Celery workers.",
-                id="sagents_django.E004",
-            )
-        )
-    unknown = sorted(set(user) - set(conf.DEFAULTS))
+    for key in conf.DEFAULTS:
+        why = conf.problem(key, user.get(key, conf.DEFAULTS[key]))
+        if why is not None:
+            messages.append(checks.Error(why, hint=HINTS[key], id=IDS[key]))
+    scope = user.get("SCOPE", conf.DEFAULTS["SCOPE"])
+    if conf.problem("SCOPE", scope) is None:
+        messages.extend(_check_scope_class(scope))
+    unknown = sorted(set(user) - set(conf.DEFAULTS), key=repr)
     if unknown:
         messages.append(
             checks.Warning(
@@ -62,6 +74,41 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
             )
         )
     return messages
+
+
+def _check_scope_class(path: str) -> list[checks.CheckMessage]:
+    try:
+        scope_class = import_string(path)
+    except ImportError as exc:
+        return [
+            checks.Error(
+                f"SAGENTS['SCOPE'] names {path!r}, which cannot be imported: {exc}",
+                hint="Check the module path and the class name; the default is "
+                '"sagents_django.scope.Scope".',
+                id="sagents_django.E007",
+            )
+        ]
+    except Exception as exc:  # the module itself raised while importing
+        return [
+            checks.Error(
+                f"SAGENTS['SCOPE'] names {path!r}, whose module failed to import: "
+                f"{type(exc).__name__}: {exc}",
+                hint="Fix the error in that module.",
+                id="sagents_django.E007",
+            )
+        ]
+    if not isinstance(scope_class, type) or not callable(
+        getattr(scope_class, "from_request", None)
+    ):
+        return [
+            checks.Error(
+                f"SAGENTS['SCOPE'] names {path!r}, which is not a scope class "
+                f"(a class with from_request()), but {scope_class!r}.",
+                hint="Subclass sagents_django.scope.Scope and name that class.",
+                id="sagents_django.E008",
+            )
+        ]
+    return []
 
 
 def check_scope_resolves_owner(**kwargs: Any) -> list[checks.CheckMessage]:

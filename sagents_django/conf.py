@@ -2,13 +2,17 @@
 
 Read late (never at import, so ``override_settings`` and test settings apply), merged
 over embedded defaults, cached until Django's ``setting_changed`` signal says SAGENTS
-changed. Validation with hints lives in ``checks.py``; here a bad value only raises
-``ImproperlyConfigured`` for code that runs despite the failed check.
+changed. What a valid value is, is said once here (``problem``): the system checks
+in ``checks.py`` report it with a stable id and a hint, and the typed accessors raise
+``ImproperlyConfigured`` with the same words for code that runs despite the failed
+check, so a bad value fails loudly where it is read instead of as a TypeError deep
+inside a save.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from functools import cache
 from types import MappingProxyType
 from typing import Any, Final, Literal, cast
@@ -35,6 +39,73 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         "MAX_STATE_BYTES": 20 * 1024 * 1024,
     }
 )
+
+DOTTED_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+\Z")
+"""``module.Name`` (at least one dot); what ``import_string`` can resolve."""
+
+
+def _model(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return None
+    return f"must be a non-empty string, not {value!r}"
+
+
+def _model_params(value: Any) -> str | None:
+    if not isinstance(value, Mapping):
+        return f"must be a dict, not {value!r}"
+    bad = [k for k in value if not isinstance(k, str)]
+    if bad:
+        return f"must have string keys, not {bad[0]!r}"
+    return None
+
+
+def _fallback_models(value: Any) -> str | None:
+    if isinstance(value, str):
+        # list("gpt-4o") would be six one-letter models.
+        return f"must be a list of model strings, not the string {value!r}"
+    if not isinstance(value, list | tuple):
+        return f"must be a list of model strings, not {value!r}"
+    for index, model in enumerate(value):
+        if not isinstance(model, str) or not model.strip():
+            return f"must hold non-empty model strings; item {index} is {model!r}"
+    return None
+
+
+def _executor(value: Any) -> str | None:
+    if isinstance(value, str) and value in EXECUTORS:
+        return None
+    return f"must be one of {EXECUTORS!r}, not {value!r}"
+
+
+def _scope(value: Any) -> str | None:
+    if isinstance(value, str) and DOTTED_PATH.match(value):
+        return None
+    return f"must be a dotted path such as 'myapp.scope.TeamScope', not {value!r}"
+
+
+def _max_state_bytes(value: Any) -> str | None:
+    if type(value) is int and value > 0:
+        return None
+    return f"must be a positive integer (bytes), not {value!r}"
+
+
+VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
+    {
+        "MODEL": _model,
+        "MODEL_PARAMS": _model_params,
+        "FALLBACK_MODELS": _fallback_models,
+        "EXECUTOR": _executor,
+        "SCOPE": _scope,
+        "MAX_STATE_BYTES": _max_state_bytes,
+    }
+)
+"""Every key's type check; whether SCOPE imports is checked by ``checks.py``."""
+
+
+def problem(key: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for ``SAGENTS[key]``, as a sentence, else None."""
+    why = VALIDATORS[key](value)
+    return None if why is None else f"SAGENTS[{key!r}] {why}."
 
 
 def user_settings() -> Any:
@@ -66,32 +137,41 @@ def get(key: str) -> Any:
         raise ImproperlyConfigured(f"Unknown SAGENTS setting {key!r}") from None
 
 
+def valid(key: str) -> Any:
+    """``get(key)``, refused with ``ImproperlyConfigured`` when it is not valid."""
+    value = get(key)
+    why = problem(key, value)
+    if why is not None:
+        raise ImproperlyConfigured(f"{why} (`manage.py check` says how to fix it.)")
+    return value
+
+
 class SagentsSettings:
-    """Typed accessors over ``settings.SAGENTS``; use ``sagents_settings``."""
+    """Typed, validated accessors over ``settings.SAGENTS``; use ``sagents_settings``."""
 
     @property
     def MODEL(self) -> str:
-        return cast(str, get("MODEL"))
+        return cast(str, valid("MODEL"))
 
     @property
     def MODEL_PARAMS(self) -> dict[str, Any]:
-        return dict(get("MODEL_PARAMS"))
+        return dict(valid("MODEL_PARAMS"))
 
     @property
     def FALLBACK_MODELS(self) -> list[str]:
-        return list(get("FALLBACK_MODELS"))
+        return list(valid("FALLBACK_MODELS"))
 
     @property
     def EXECUTOR(self) -> Executor:
-        return cast(Executor, get("EXECUTOR"))
+        return cast(Executor, valid("EXECUTOR"))
 
     @property
     def SCOPE(self) -> str:
-        return cast(str, get("SCOPE"))
+        return cast(str, valid("SCOPE"))
 
     @property
     def MAX_STATE_BYTES(self) -> int:
-        return cast(int, get("MAX_STATE_BYTES"))
+        return cast(int, valid("MAX_STATE_BYTES"))
 
 
 sagents_settings = SagentsSettings()

@@ -38,6 +38,7 @@ DISPLAY_STATUSES = (
     "interrupted",
     "cancelled",
 )
+FAILURE_KINDS = ("state", "display")
 RUN_STATUSES = ("queued", "running", "completed", "interrupted", "cancelled", "error")
 ACTIVE_RUN_STATUSES = ("queued", "running")
 
@@ -107,6 +108,11 @@ class AgentState(models.Model):
     )
     state_data = models.JSONField(default=dict)
     version = models.PositiveIntegerField(default=1)
+    """The envelope's format version (as in Sagents), not a counter of saves."""
+    revision = models.PositiveBigIntegerField(default=1)
+    """How many times the state was saved: the first save writes 1, each later save
+    the next number. Saves compare and set it, so a writer that read an older
+    revision is refused (``StateConflict``) instead of overwriting."""
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -203,6 +209,50 @@ class AgentRun(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_RUN_STATUSES
+
+
+class PersistenceFailure(models.Model):
+    """A write of a turn that failed: what an operator must see, not only a log line.
+
+    ``kind`` says which view of the conversation missed the write: "state" (the
+    model's memory: the turn's result said so and the conversation went on from its
+    last saved state) or "display" (a transcript row; the turn went on, as Sagents
+    does).
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    conversation = models.ForeignKey(
+        CONVERSATION_MODEL,
+        on_delete=models.CASCADE,
+        related_name="persistence_failures",
+    )
+    run = models.ForeignKey(
+        AgentRun,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="persistence_failures",
+    )
+    kind = models.CharField(max_length=16, choices=_choices(FAILURE_KINDS))
+    operation = models.CharField(max_length=64)
+    """What was being written: a lifecycle (on_completion...) or a display write."""
+    error_type = models.CharField(max_length=255)
+    error = models.TextField(blank=True, default="")
+    details = models.JSONField(default=dict, blank=True)
+    """Small facts about the write (the agent id, revisions, a tool call id)."""
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        db_table = "sagents_persistence_failures"
+        ordering = ("-created_at", "-id")
+        indexes = [
+            models.Index(
+                fields=["conversation", "-created_at"], name="sagents_pf_conv_recent"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.operation}: {self.error_type}"
 
 
 class StoredFile(models.Model):

@@ -1,19 +1,32 @@
 """The core's persistence protocols, implemented over the services and models.
 
-The runtime calls these from a worker during a turn, so they never raise into the
-agent: a failed write is logged (with its traceback) and answered with None, or
-``[]`` from ``save_message``, and the turn goes on; the database stays the truth and
-the next checkpoint tries again. A tool call or interrupted result that is not found
-is an expected answer (the card was never saved, or is in another state) and is
-logged as a warning. When the caller has a transaction open, every call runs in its
-own savepoint, so a failed statement never poisons that transaction; in autocommit
-there is nothing to protect, and the services' own transactions (or single
-statements) keep each write all-or-nothing.
+The runtime calls these from a worker during a turn, so the protocol methods never
+raise into the agent: a failed write is logged (with its traceback), recorded as a
+``PersistenceFailure`` row on the conversation (an operator sees it on the
+conversation's admin page), and answered with None, or ``[]`` from
+``save_message``. A display-row failure does not stop the turn, as in Sagents; a
+state write that fails must not look like success, so ``persist_state`` answering
+None means "not saved" and the caller says so (the generated coordinator ends the
+turn as an error and goes on from the last saved state). ``save_state`` and
+``load_stored`` are the raising forms, for callers that handle the errors
+themselves.
+
+State saves are a compare-and-set: ``context.revision`` is the revision the caller
+read, and a save over any other revision is refused (``StateConflict``), so a stale
+writer never overwrites a newer turn.
+
+A tool call or interrupted result that is not found is an expected answer (the card
+was never saved, or is in another state) and is logged as a warning only. When the
+caller has a transaction open, every call runs in its own savepoint, so a failed
+statement never poisons that transaction; in autocommit there is nothing to protect,
+and the services' own transactions (or single statements) keep each write
+all-or-nothing.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -30,8 +43,8 @@ from sagents_django.core.persistence import (
     ToolInfo,
     ToolStatus,
 )
-from sagents_django.exceptions import NotFound
-from sagents_django.models import AgentState, DisplayMessage
+from sagents_django.exceptions import InvalidInput, NotFound
+from sagents_django.models import AgentState, DisplayMessage, PersistenceFailure
 from sagents_django.services.sql import isolated
 
 logger = logging.getLogger(__name__)
@@ -40,8 +53,56 @@ MESSAGE_METADATA_KEYS = ("sender_user_id", "sender_display_name")
 """Keys of ``Message.metadata`` copied onto each display row (who sent it)."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredState:
+    """A conversation's stored state envelope and the revision it was read at."""
+
+    data: dict[str, Any] | None
+    """The envelope, or None when the conversation has no state yet."""
+    revision: int
+    """Pass it back as ``PersistenceContext.revision`` to save over this state."""
+
+
+def record_failure(
+    scope: Any,
+    context: PersistenceContext,
+    error: BaseException,
+    *,
+    kind: str,
+    operation: str,
+    **details: Any,
+) -> PersistenceFailure | None:
+    """Record a failed write of ``context``'s conversation (never raises)."""
+    if context.conversation_id is None:
+        return None
+    facts = {"agent_id": context.agent_id, **details}
+    if kind == "state":
+        facts["revision"] = context.revision
+    return services.record_failure(
+        scope,
+        context.conversation_id,
+        kind=kind,
+        operation=operation,
+        error=error,
+        run_id=context.run_id,
+        details=facts,
+    )
+
+
 class DjangoAgentPersistence:
     """``AgentPersistence`` over ``AgentState`` rows."""
+
+    def load_stored(self, scope: Any, context: PersistenceContext) -> StoredState:
+        """The stored envelope and its revision; raises what the database raises (a
+        state that cannot be read is not "no state": starting over would lose it)."""
+        if context.conversation_id is None:
+            return StoredState(data=None, revision=0)
+        with isolated():
+            # The revision first: a save in between makes the pair look older
+            # than it is (the next save is refused), never newer.
+            revision = services.state_revision(scope, context.conversation_id)
+            data = services.load_agent_state(scope, context.conversation_id)
+        return StoredState(data=data, revision=revision if data is not None else 0)
 
     def load_state(
         self, scope: Any, context: PersistenceContext
@@ -57,26 +118,42 @@ class DjangoAgentPersistence:
             logger.exception("Could not load the state of %s", context.agent_id)
             return None
 
+    def save_state(
+        self, scope: Any, state_data: dict[str, Any], context: PersistenceContext
+    ) -> AgentState:
+        """``persist_state`` that raises: InvalidInput (a bad envelope or context),
+        NotFound, StateConflict (``context.revision`` is not the stored one),
+        ImproperlyConfigured (bad settings), database errors."""
+        if context.lifecycle not in LIFECYCLES:
+            raise InvalidInput(
+                f"context.lifecycle is an unknown lifecycle {context.lifecycle!r}; "
+                f"use one of {', '.join(LIFECYCLES)}"
+            )
+        options = {}
+        if context.revision is not None:
+            options["expected_revision"] = context.revision
+        with isolated():
+            return services.save_agent_state(
+                scope, context.conversation_id, state_data, **options
+            )
+
     def persist_state(
         self, scope: Any, state_data: dict[str, Any], context: PersistenceContext
     ) -> AgentState | None:
-        if context.lifecycle not in LIFECYCLES:
-            logger.error(
-                "Not persisting the state of %s: unknown lifecycle %r",
-                context.agent_id,
-                context.lifecycle,
-            )
-            return None
         try:
-            with isolated():
-                return services.save_agent_state(
-                    scope, context.conversation_id, state_data
-                )
-        except Exception:
+            return self.save_state(scope, state_data, context)
+        except Exception as exc:
             logger.exception(
                 "Could not persist the state of %s (%s)",
                 context.agent_id,
                 context.lifecycle,
+            )
+            record_failure(
+                scope,
+                context,
+                exc,
+                kind="state",
+                operation=str(context.lifecycle or "persist_state"),
             )
             return None
 
@@ -95,11 +172,18 @@ class DjangoDisplayMessagePersistence:
                 return services.append_display_messages(
                     scope, context.conversation_id, items
                 )
-        except Exception:
+        except Exception as exc:
+            role = getattr(message, "role", "?")
             logger.exception(
-                "Could not save a %s message of %s",
-                getattr(message, "role", "?"),
-                context.agent_id,
+                "Could not save a %s message of %s", role, context.agent_id
+            )
+            record_failure(
+                scope,
+                context,
+                exc,
+                kind="display",
+                operation="save_message",
+                role=str(role),
             )
             return []
 
@@ -128,12 +212,20 @@ class DjangoDisplayMessagePersistence:
                 return services.cancel_tool_call(scope, call_id, **where)
             raise ValueError(f"Unknown tool status {status!r}")
 
-        return self._guarded(update, f"mark a tool call {status}", context)
+        return self._guarded(
+            scope,
+            update,
+            f"mark a tool call {status}",
+            context,
+            operation=f"update_tool_status:{status}"[:64],
+            tool_call_id=_call_id(tool_info),
+        )
 
     def resolve_tool_result(
         self, scope: Any, tool_call_id: str, content: str, context: PersistenceContext
     ) -> DisplayMessage | None:
         return self._guarded(
+            scope,
             lambda: services.resolve_interrupted_tool_result(
                 scope,
                 tool_call_id,
@@ -142,38 +234,50 @@ class DjangoDisplayMessagePersistence:
             ),
             "resolve an interrupted tool result",
             context,
+            operation="resolve_tool_result",
+            tool_call_id=str(tool_call_id)[:255],
         )
 
     def save_synthetic_message(
         self, scope: Any, message: SyntheticMessage, context: PersistenceContext
     ) -> DisplayMessage | None:
         return self._guarded(
+            scope,
             lambda: services.append_display_messages(
                 scope, context.conversation_id, [message]
             )[0],
             "save a synthetic message",
             context,
             missing_is_normal=False,
+            operation="save_synthetic_message",
         )
 
     def _guarded(
         self,
+        scope: Any,
         write: Any,
         doing: str,
         context: PersistenceContext,
         *,
+        operation: str,
         missing_is_normal: bool = True,
+        **details: Any,
     ) -> DisplayMessage | None:
         try:
             with isolated():
                 return write()
         except NotFound as exc:
-            if not missing_is_normal:
-                logger.exception("Could not %s for %s", doing, context.agent_id)
-            else:
+            if missing_is_normal:
                 logger.warning("Could not %s for %s: %s", doing, context.agent_id, exc)
-        except Exception:
+                return None
             logger.exception("Could not %s for %s", doing, context.agent_id)
+            failure: Exception = exc
+        except Exception as exc:
+            logger.exception("Could not %s for %s", doing, context.agent_id)
+            failure = exc
+        record_failure(
+            scope, context, failure, kind="display", operation=operation, **details
+        )
         return None
 
 
@@ -207,6 +311,10 @@ def display_rows(message: Message) -> list[dict[str, Any]]:
     return rows
 
 
+def _call_id(info: Any) -> str:
+    return str(info.get("call_id", ""))[:255] if isinstance(info, dict) else ""
+
+
 def _pick(info: ToolInfo, *keys: str) -> dict[str, Any]:
     fields: dict[str, Any] = dict(info)  # read by computed key, not a literal
     return {k: fields[k] for k in keys if fields.get(k) is not None}
@@ -221,7 +329,8 @@ def display_callbacks(
 
     Pass the result in ``callbacks=[...]`` of ``Agent.execute``/``resume``. They run
     on the turn's event loop, so the (synchronous) persistence is reached through
-    ``sync_to_async``; a failed write is logged by the persistence and the turn goes on.
+    ``sync_to_async``; a failed write is logged and recorded by the persistence, and
+    the turn goes on.
     """
     save = sync_to_async(persistence.save_message)
     status = sync_to_async(persistence.update_tool_status)

@@ -23,10 +23,17 @@ from sagents_django.admin.records import (
     AgentRunAdmin,
     AgentStateAdmin,
     DisplayMessageAdmin,
+    PersistenceFailureAdmin,
     ReadOnlyAdmin,
     StoredFileAdmin,
 )
-from sagents_django.models import AgentRun, AgentState, DisplayMessage, StoredFile
+from sagents_django.models import (
+    AgentRun,
+    AgentState,
+    DisplayMessage,
+    PersistenceFailure,
+    StoredFile,
+)
 
 __all__ = [
     "AgentRunAdmin",
@@ -34,6 +41,7 @@ __all__ = [
     "AgentStateAdmin",
     "ConversationAdmin",
     "DisplayMessageAdmin",
+    "PersistenceFailureAdmin",
     "ReadOnlyAdmin",
     "StoredFileAdmin",
     "register",
@@ -50,6 +58,7 @@ def register(site: AdminSite) -> None:
     site.register(AgentRun, AgentRunAdmin)
     site.register(AgentState, AgentStateAdmin)
     site.register(StoredFile, StoredFileAdmin)
+    site.register(PersistenceFailure, PersistenceFailureAdmin)
 
 
 register(admin.site)

@@ -15,6 +15,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db import models, transaction
+from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -119,8 +120,12 @@ def _reset(
             deleted, _ = DisplayMessage.objects.filter(
                 conversation=conversation
             ).delete()
+            # A new revision: a session that read the old state cannot save over
+            # the reset (its compare-and-set fails).
             AgentState.objects.filter(conversation=conversation).update(
-                state_data=envelope, updated_at=timezone.now()
+                state_data=envelope,
+                revision=F("revision") + 1,
+                updated_at=timezone.now(),
             )
             model_admin.log_change(
                 request,

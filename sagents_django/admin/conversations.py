@@ -3,19 +3,21 @@
 The changelist's computed columns (status, message count, last activity) are
 subqueries annotated in ``get_queryset``, so a page of conversations costs a fixed
 number of queries however many rows it shows. The change page shows the conversation
-as its owner saw it (chat bubbles, tool cards) and the agent's state as indented JSON;
-only the title is editable, because everything else is written by the runtime.
+as its owner saw it (chat bubbles, tool cards), the writes of its turns that failed
+(what may be missing) and the agent's state as indented JSON; only the title is
+editable, because everything else is written by the runtime.
 
 Every piece of tenant data on the page is behind its own model permission (display
-messages, agent state, runs), so granting "view conversation" alone shows the titles
-and not the content; the export and reset actions check the permissions of the rows
-they read or rewrite.
+messages, agent state, runs, recorded failures), so granting "view conversation"
+alone shows the titles and not the content; the export and reset actions check the
+permissions of the rows they read or rewrite.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.contrib.admin.utils import display_for_value
@@ -24,6 +26,7 @@ from django.db import models
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce, Greatest
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
@@ -42,10 +45,14 @@ from sagents_django.models import (
     AgentRun,
     AgentState,
     DisplayMessage,
+    PersistenceFailure,
 )
 
 CHAT_LIMIT = 500
 """The change page shows at most the latest this-many display messages."""
+
+FAILURE_LIMIT = 20
+"""The change page lists the latest this-many failed writes (all: their own list)."""
 
 IDLE = "idle"
 """The status of a conversation that has never run."""
@@ -276,6 +283,7 @@ class ConversationAdmin(admin.ModelAdmin):
         context: dict[str, Any] = {
             "can_view_messages": can_view(request, DisplayMessage),
             "can_view_state": can_view(request, AgentState),
+            "can_view_failures": can_view(request, PersistenceFailure),
         }
         if context["can_view_messages"]:
             latest = list(
@@ -287,6 +295,24 @@ class ConversationAdmin(admin.ModelAdmin):
             context["chat_entries"] = chat_entries(latest)
             context["chat_total"] = getattr(conversation, "message_count", len(latest))
             context["chat_shown"] = len(latest)
+        if context["can_view_failures"]:
+            failures = PersistenceFailure.objects.filter(
+                conversation=conversation
+            ).select_related("run")
+            context["failures"] = list(failures[:FAILURE_LIMIT])
+            context["failure_total"] = (
+                len(context["failures"])
+                if len(context["failures"]) < FAILURE_LIMIT
+                else failures.count()
+            )
+            opts = PersistenceFailure._meta
+            changelist = reverse(
+                f"admin:{opts.app_label}_{opts.model_name}_changelist",
+                current_app=self.admin_site.name,
+            )
+            context["failures_url"] = (
+                f"{changelist}?{urlencode({'conversation': conversation.pk})}"
+            )
         if context["can_view_state"]:
             state = AgentState.objects.filter(conversation=conversation).first()
             context["agent_state"] = state

@@ -1,8 +1,9 @@
 """Read-only admins for the rows the runtime writes.
 
-Display messages, runs, agent states and stored files are the record of what agents
-did for tenants; editing one by hand would make the two views of a conversation
-disagree or corrupt a state the next turn loads. So nobody adds or changes them here:
+Display messages, runs, agent states, stored files and recorded write failures are
+the record of what agents did for tenants; editing one by hand would make the two
+views of a conversation disagree or corrupt a state the next turn loads (or hide a
+failure). So nobody adds or changes them here:
 people with the view permission browse them, and superusers may delete them (the
 conversation's delete cascades through these admins' delete permissions, so refusing
 deletion here would make conversations undeletable).
@@ -132,12 +133,13 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
 
 class AgentStateAdmin(ReadOnlyAdmin):
-    list_display = ("conversation", "version", "created_at", "updated_at")
+    list_display = ("conversation", "version", "revision", "created_at", "updated_at")
     list_select_related = ("conversation",)
     search_fields = ("conversation__title",)
     fields = (
         "conversation",
         "version",
+        "revision",
         "created_at",
         "updated_at",
         "summary",
@@ -196,3 +198,41 @@ class StoredFileAdmin(ReadOnlyAdmin):
     def file_content(self, stored: StoredFile) -> SafeString:
         # Files are shown verbatim (not as JSON), escaped.
         return format_html('<pre class="sagents-json">{}</pre>', stored.content)
+
+
+class PersistenceFailureAdmin(ReadOnlyAdmin):
+    """Writes of turns that failed: the operator's list of what was not saved."""
+
+    list_display = (
+        "created_at",
+        "conversation",
+        "kind",
+        "operation",
+        "error_type",
+        "short_error",
+        "run",
+    )
+    list_filter = ("kind", "operation", "error_type")
+    list_select_related = ("conversation", "run")
+    date_hierarchy = "created_at"
+    search_fields = ("conversation__title", "error", "error_type", "=run__id")
+    search_help_text = "Search error messages, error types and exact run ids."
+    fields = (
+        "conversation",
+        "run",
+        "kind",
+        "operation",
+        "error_type",
+        "error",
+        "created_at",
+        "pretty_details",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="error")
+    def short_error(self, failure: models.Model) -> str:
+        return Truncator(failure.error).chars(120)
+
+    @admin.display(description="details")
+    def pretty_details(self, failure: models.Model) -> SafeString:
+        return json_block(failure.details)

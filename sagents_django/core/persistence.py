@@ -12,8 +12,10 @@ as its first argument and must treat a conversation outside it as not found. A
 
 Methods are synchronous: the runtime calls them from a worker. Async code wraps
 them (``await sync_to_async(persistence.save_message)(scope, message, context)``).
-Implementations never raise into the agent: a failed write is logged and answered
-with None (or ``[]`` for ``save_message``), and the turn goes on.
+Implementations never raise into the agent: a failed write is logged (and recorded
+where an operator sees it, if the store can) and answered with None (or ``[]`` for
+``save_message``), and the turn goes on; a caller that gets None from
+``persist_state`` must not report the turn as saved.
 """
 
 from __future__ import annotations
@@ -62,6 +64,12 @@ class PersistenceContext:
     """The conversation the rows belong to; None when the agent has none."""
     lifecycle: Lifecycle | None = None
     """For ``persist_state``: why the state is being saved."""
+    revision: int | None = None
+    """For ``persist_state``: the revision of the state the caller read (0: none).
+    A store that counts revisions saves only over that one (compare-and-set), so
+    a stale writer never overwrites a newer state; None writes unconditionally."""
+    run_id: str | None = None
+    """The run (turn) the call belongs to, when there is one: failures name it."""
 
 
 class ToolInfo(TypedDict, total=False):

@@ -345,15 +345,28 @@ def _context(options: SetupOptions) -> dict[str, Any]:
         "coordinator_imports": import_sections(
             options.coordinator,
             stdlib=[
+                ("asyncio", ["CancelledError"]),
+                ("logging", ["getLogger"]),
                 ("collections.abc", ["Callable", "Coroutine"]),
-                ("dataclasses", ["dataclass", "field"]),
+                ("dataclasses", ["dataclass", "field", "replace"]),
                 ("typing", ["TYPE_CHECKING", "Any"]),
             ],
-            third_party=[("asgiref.sync", ["async_to_sync", "sync_to_async"])],
+            third_party=[
+                ("asgiref.sync", ["async_to_sync", "sync_to_async"]),
+                ("django.db", ["transaction"]),
+            ],
             first_party=[
+                ("sagents_django", ["services"]),
                 (
                     "sagents_django.core",
-                    ["Agent", "AgentResult", "InvalidResume", "Message", "State"],
+                    [
+                        "Agent",
+                        "AgentResult",
+                        "InvalidResume",
+                        "Message",
+                        "State",
+                        "TokenUsage",
+                    ],
                 ),
                 (
                     "sagents_django.core.persistence",
@@ -363,8 +376,12 @@ def _context(options: SetupOptions) -> dict[str, Any]:
                     "sagents_django.core.serialization",
                     ["deserialize_server_state", "serialize_server_state"],
                 ),
-                ("sagents_django.exceptions", ["NotFound"]),
-                ("sagents_django.persistence", ["display_callbacks"]),
+                ("sagents_django.exceptions", ["NotFound", "StateConflict"]),
+                (
+                    "sagents_django.persistence",
+                    ["display_callbacks", "record_failure"],
+                ),
+                ("sagents_django.services.validation", ["message_text"]),
                 *scope,
             ],
             host=[

@@ -12,7 +12,9 @@ conversation gets ``PermissionDenied``.
 Modules: ``conversations`` (CRUD, list, search), ``state`` (agent state, todos),
 ``display`` (display messages), ``tool_calls`` (the tool-call card lifecycle),
 ``validation`` (argument checks and the NUL policy), ``sql`` (the one-statement
-writes PostgreSQL gets for appends and tool-call transitions).
+writes PostgreSQL gets for appends and tool-call transitions), ``runs`` (one active
+run per conversation, held while a turn runs), ``failures`` (failed writes recorded
+for operators).
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ from .display import (
     display_message_cursor,
     load_display_messages,
 )
-from .state import load_agent_state, load_todos, save_agent_state
+from .failures import record_failure
+from .runs import begin_run, discard_run, finish_run
+from .state import load_agent_state, load_todos, save_agent_state, state_revision
 from .tool_calls import (
     cancel_tool_call,
     complete_tool_call,
@@ -56,6 +60,7 @@ __all__ = [
     "append_display_message",
     "append_display_messages",
     "append_text_message",
+    "begin_run",
     "build_display_message",
     "cancel_tool_call",
     "complete_tool_call",
@@ -63,8 +68,10 @@ __all__ = [
     "conversation_model",
     "create_conversation",
     "delete_conversation",
+    "discard_run",
     "display_message_cursor",
     "fail_tool_call",
+    "finish_run",
     "get_conversation",
     "get_conversation_or_404",
     "interrupt_tool_call",
@@ -74,9 +81,11 @@ __all__ = [
     "load_todos",
     "mark_tool_executing",
     "owned_conversations",
+    "record_failure",
     "record_hitl_decision",
     "resolve_interrupted_tool_result",
     "save_agent_state",
     "search_messages",
+    "state_revision",
     "update_conversation",
 ]

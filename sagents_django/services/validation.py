@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from sagents_django.core.limits import MAX_MESSAGE_BYTES
 from sagents_django.core.serialization import MAX_DEPTH
 from sagents_django.exceptions import InvalidInput
 
@@ -80,6 +81,28 @@ def clean_text(value: Any, *, what: str, max_length: int, strip: bool = False) -
             f"{what} is {len(value)} characters long; the limit is {max_length}"
         )
     return _storable(value)
+
+
+def message_text(value: Any, *, what: str = "the message") -> str:
+    """A person's message before a turn: a string with something in it, at most
+    ``MAX_MESSAGE_BYTES`` as stored JSON (UTF-8). Checked before any model call,
+    so an oversized or empty message costs nothing and writes nothing."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string, not {type(value).__name__}")
+    limit = MAX_MESSAGE_BYTES
+    # Every character is at least one byte: far too long needs no encoding.
+    if len(value) > limit:
+        raise InvalidInput(
+            f"{what} is {len(value)} characters long; the limit is {limit} bytes"
+        )
+    size = len(_UTF8_ENCODER.encode(value).encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise InvalidInput(
+            f"{what} is {size} bytes as JSON; the limit is {limit} bytes"
+        )
+    if not value.strip():
+        raise InvalidInput(f"{what} is empty")
+    return value
 
 
 def clean_json(

@@ -1,0 +1,97 @@
+"""A conversation's runs: one active at a time, held while a turn runs.
+
+Whoever runs a turn begins a run first and finishes it on every exit path. The
+database is the lock: a partial unique constraint allows one queued or running run
+per conversation, so a second ``begin_run`` gets ``RunConflict`` whichever process
+or session it comes from, and nothing is written for it. The runtime's workers
+(leases, heartbeats, recovery) build on the same rows; the in-process coordinator
+uses only these three functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from sagents_django.core.messages import TokenUsage
+from sagents_django.exceptions import NotFound, RunConflict
+from sagents_django.models import ACTIVE_RUN_STATUSES, RUN_STATUSES, AgentRun
+from sagents_django.scope import Scope
+
+from .conversations import owned_ids, require_conversation
+from .validation import choice, clean_text, parse_uuid
+
+FINAL_STATUSES = tuple(s for s in RUN_STATUSES if s not in ACTIVE_RUN_STATUSES)
+ERROR_MAX_LENGTH = 10_000
+"""A run's error is a message for people; a longer one is cut (a stored failure
+record keeps the details)."""
+
+
+def begin_run(
+    scope: Scope, conversation_id: Any, *, trigger: str = "message", owner: str = ""
+) -> AgentRun:
+    """A new running run of the conversation; RunConflict while another is active,
+    NotFound outside ``scope``. ``owner`` names who holds it (a process, a session)."""
+    trigger = clean_text(trigger, what="trigger", max_length=32, strip=True)
+    owner = clean_text(owner, what="owner", max_length=255)
+    pk = require_conversation(scope, conversation_id, touch=False)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            return AgentRun.objects.create(
+                conversation_id=pk,
+                status="running",
+                trigger=trigger,
+                started_at=now,
+                heartbeat_at=now,
+                lease_owner=owner,
+                attempts=1,
+            )
+    except IntegrityError:
+        active = (
+            AgentRun.objects.filter(conversation_id=pk, status__in=ACTIVE_RUN_STATUSES)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        raise RunConflict(pk, run_id=active) from None
+
+
+def finish_run(
+    scope: Scope,
+    run_id: Any,
+    *,
+    status: str,
+    error: str = "",
+    usage: TokenUsage | None = None,
+) -> bool:
+    """End an active run with ``status`` (completed, interrupted, cancelled, error),
+    which frees the conversation for the next turn. False when the run had already
+    ended; NotFound when it is not ``scope``'s."""
+    status = choice(status, FINAL_STATUSES, what="status")
+    if not isinstance(error, str):
+        error = str(error)
+    usage = usage or TokenUsage()
+    runs = _owned_runs(scope, run_id)
+    ended = runs.filter(status__in=ACTIVE_RUN_STATUSES).update(
+        status=status,
+        finished_at=timezone.now(),
+        error=error[:ERROR_MAX_LENGTH],
+        input_tokens=max(usage.input, 0),
+        output_tokens=max(usage.output, 0),
+    )
+    if not ended and not runs.exists():
+        raise NotFound("run", str(run_id))
+    return bool(ended)
+
+
+def discard_run(scope: Scope, run_id: Any) -> None:
+    """Delete a run that did nothing (its turn was refused before it started), so
+    the history shows no run that never was."""
+    _owned_runs(scope, run_id).filter(status__in=ACTIVE_RUN_STATUSES).delete()
+
+
+def _owned_runs(scope: Scope, run_id: Any) -> Any:
+    pk = parse_uuid(run_id, what="run_id")
+    return AgentRun.objects.filter(pk=pk, conversation__in=owned_ids(scope))
