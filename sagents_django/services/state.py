@@ -94,6 +94,9 @@ def save_agent_state(
         current = 0 if found is None else found[1]
         expected = current if expected_revision is None else expected_revision
         if current != expected:
+            if found is None:
+                # "No state" must not answer for another tenant's conversation.
+                require_conversation(scope, pk, touch=False)
             raise StateConflict(pk, expected=expected, actual=current)
         row = write.insert(scope) if found is None else write.update(*found)
         if row is None:

@@ -1,0 +1,194 @@
+"""The SAGENTS system checks, by id, and the accessors that share their rules.
+
+Every key has a check: a bad value fails ``manage.py check`` with a stable id and a
+hint, and code that reads the value anyway gets ``ImproperlyConfigured`` naming it,
+never a TypeError in the middle of a turn.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from sagents_django import conf
+from sagents_django.conf import sagents_settings
+
+
+def sagents_messages() -> list[checks.CheckMessage]:
+    return [
+        m for m in checks.run_checks() if (m.id or "").startswith("sagents_django.")
+    ]
+
+
+def sagents_ids() -> set[str]:
+    return {m.id for m in sagents_messages()}
+
+
+BAD_VALUES = [
+    ("MODEL", "", "sagents_django.E002"),
+    ("MODEL", ["openai/gpt-4o"], "sagents_django.E002"),
+    ("MODEL_PARAMS", {1: "one"}, "sagents_django.E003"),  # names the key 1
+    ("MODEL_PARAMS", "temperature=0", "sagents_django.E003"),
+    ("EXECUTOR", "Celery", "sagents_django.E004"),
+    ("EXECUTOR", None, "sagents_django.E004"),
+    ("FALLBACK_MODELS", "openai/gpt-4o-mini", "sagents_django.E005"),
+    ("FALLBACK_MODELS", ["openai/gpt-4o-mini", ""], "sagents_django.E005"),
+    ("FALLBACK_MODELS", ["openai/gpt-4o-mini", 3], "sagents_django.E005"),
+    ("FALLBACK_MODELS", {"openai/gpt-4o-mini": 1}, "sagents_django.E005"),
+    ("SCOPE", "Scope", "sagents_django.E006"),
+    ("SCOPE", "my-app.scope.Scope", "sagents_django.E006"),
+    ("SCOPE", 42, "sagents_django.E006"),
+    ("MAX_STATE_BYTES", "20MB", "sagents_django.E009"),
+    ("MAX_STATE_BYTES", 0, "sagents_django.E009"),
+    ("MAX_STATE_BYTES", -1, "sagents_django.E009"),
+    ("MAX_STATE_BYTES", True, "sagents_django.E009"),
+    ("MAX_STATE_BYTES", 1.5e6, "sagents_django.E009"),
+    ("MAX_STATE_BYTES", None, "sagents_django.E009"),
+]
+
+
+def named(value: Any) -> Any:
+    """What the message must quote: the value, or in a container the bad item."""
+    if isinstance(value, dict) and not all(isinstance(k, str) for k in value):
+        return next(k for k in value if not isinstance(k, str))
+    if isinstance(value, list):
+        return next((v for v in value if not isinstance(v, str) or not v), value)
+    return value
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "check_id"),
+    BAD_VALUES,
+    ids=[f"{key}={value!r}" for key, value, _ in BAD_VALUES],
+)
+def test_a_bad_value_fails_its_own_check_naming_the_value(
+    key: str, value: Any, check_id: str
+) -> None:
+    with override_settings(SAGENTS={key: value}):
+        [message] = sagents_messages()
+    assert message.id == check_id
+    assert message.level == checks.ERROR
+    assert repr(named(value)) in message.msg
+    assert f"SAGENTS[{key!r}]" in message.msg
+    assert message.hint
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "check_id"),
+    [v for v in BAD_VALUES if v[0] != "SCOPE"],
+    ids=[f"{key}={value!r}" for key, value, _ in BAD_VALUES if key != "SCOPE"],
+)
+def test_code_reading_a_bad_value_gets_improperly_configured_not_a_type_error(
+    key: str, value: Any, check_id: str
+) -> None:
+    with (
+        override_settings(SAGENTS={key: value}),
+        pytest.raises(ImproperlyConfigured, match=f"SAGENTS\\[{key!r}\\]"),
+    ):
+        getattr(sagents_settings, key)
+
+
+def test_fallback_models_as_a_string_is_never_read_as_its_letters() -> None:
+    with (
+        override_settings(SAGENTS={"FALLBACK_MODELS": "gpt"}),
+        pytest.raises(ImproperlyConfigured, match="not the string 'gpt'"),
+    ):
+        _ = sagents_settings.FALLBACK_MODELS
+
+
+GOOD = {
+    "MODEL": "openai/gpt-4o-mini",
+    "MODEL_PARAMS": {"temperature": 0, "api_base": "http://127.0.0.1:1/v1"},
+    "FALLBACK_MODELS": ("openai/gpt-4o-mini", "anthropic/claude-3-5-haiku"),
+    "EXECUTOR": "celery",
+    "SCOPE": "sagents_django.scope.Scope",
+    "MAX_STATE_BYTES": 1024,
+}
+
+
+def test_every_key_has_a_check_and_good_values_pass_them_all() -> None:
+    assert set(GOOD) == set(conf.DEFAULTS) == set(conf.VALIDATORS)
+    with override_settings(SAGENTS=GOOD):
+        assert sagents_ids() == set()
+        models = sagents_settings.FALLBACK_MODELS
+        assert models == ["openai/gpt-4o-mini", "anthropic/claude-3-5-haiku"]
+        assert sagents_settings.MAX_STATE_BYTES == 1024
+
+
+def test_several_bad_keys_are_all_reported_at_once() -> None:
+    bad = {"EXECUTOR": "threads", "MAX_STATE_BYTES": "1MB", "FALLBACK_MODELS": "x/y"}
+    with override_settings(SAGENTS=bad):
+        assert sagents_ids() == {
+            "sagents_django.E004",
+            "sagents_django.E005",
+            "sagents_django.E009",
+        }
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "sagents_django.no_such_module.Scope",
+        "sagents_django.scope.NoSuchScope",
+    ],
+)
+def test_a_scope_that_cannot_be_imported_fails_e007(path: str) -> None:
+    with override_settings(SAGENTS={"SCOPE": path}):
+        [message] = sagents_messages()
+    assert message.id == "sagents_django.E007"
+    assert repr(path) in message.msg
+
+
+def test_a_scope_module_that_raises_while_importing_fails_e007(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_scope_module.py").write_text(
+        textwrap.dedent(
+            """
+            raise RuntimeError("settings typo in the host's scope module")
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with override_settings(SAGENTS={"SCOPE": "broken_scope_module.TeamScope"}):
+        [message] = sagents_messages()
+    assert message.id == "sagents_django.E007"
+    assert "settings typo in the host's scope module" in message.msg
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "sagents_django.scope.get_scope",  # a function
+        "sagents_django.conf.DEFAULTS",  # a value
+        "collections.OrderedDict",  # a class that is no scope
+    ],
+)
+def test_a_scope_path_naming_no_scope_class_fails_e008(path: str) -> None:
+    with override_settings(SAGENTS={"SCOPE": path}):
+        [message] = sagents_messages()
+    assert message.id == "sagents_django.E008"
+    assert repr(path) in message.msg
+
+
+def test_unknown_keys_of_any_type_are_one_warning() -> None:
+    with override_settings(SAGENTS={"MODLE": "x", 3: "y"}):
+        [message] = sagents_messages()
+    assert message.id == "sagents_django.W001"
+    assert "'MODLE'" in message.msg and "3" in message.msg
+
+
+def test_manage_py_check_fails_on_a_typo_instead_of_every_turn() -> None:
+    with (
+        override_settings(SAGENTS={"MAX_STATE_BYTES": "20MB"}),
+        pytest.raises(SystemCheckError, match=r"sagents_django\.E009"),
+    ):
+        call_command("check")
