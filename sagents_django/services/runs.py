@@ -86,10 +86,15 @@ def finish_run(
     return bool(ended)
 
 
-def discard_run(scope: Scope, run_id: Any) -> None:
+def discard_run(scope: Scope, run_id: Any) -> bool:
     """Delete a run that did nothing (its turn was refused before it started), so
-    the history shows no run that never was."""
-    _owned_runs(scope, run_id).filter(status__in=ACTIVE_RUN_STATUSES).delete()
+    the history shows no run that never was. False when the run had already ended
+    (it is kept); NotFound when it is not ``scope``'s."""
+    runs = _owned_runs(scope, run_id)
+    deleted, _ = runs.filter(status__in=ACTIVE_RUN_STATUSES).delete()
+    if not deleted and not runs.exists():
+        raise NotFound("run", str(run_id))
+    return bool(deleted)
 
 
 def _owned_runs(scope: Scope, run_id: Any) -> Any:

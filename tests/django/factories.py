@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from sagents_django import services
-from sagents_django.models import AgentRun, AgentState, DisplayMessage
+from sagents_django.models import (
+    AgentRun,
+    AgentState,
+    DisplayMessage,
+    PersistenceFailure,
+)
 from sagents_django.scope import Scope
 
 
@@ -54,4 +59,5 @@ def snapshot() -> tuple[list[dict[str, Any]], ...]:
         list(AgentState.objects.order_by("pk").values()),
         list(DisplayMessage.objects.order_by("pk").values()),
         list(AgentRun.objects.order_by("pk").values()),
+        list(PersistenceFailure.objects.order_by("pk").values()),
     )

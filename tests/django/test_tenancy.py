@@ -12,7 +12,7 @@ from django.http import Http404
 
 from sagents_django import services
 from sagents_django.exceptions import NotFound
-from sagents_django.models import DisplayMessage
+from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.scope import Scope
 
 from .factories import envelope, snapshot, tool_call_row, tool_result_row
@@ -23,6 +23,11 @@ CALL = "call-1"
 HELD = "call-held"
 
 Call = Callable[[Scope, Any], Any]
+
+
+def last_run(conversation: Any) -> Any:
+    return AgentRun.objects.filter(conversation=conversation).first().pk
+
 
 CASES: dict[str, tuple[Call, Any]] = {
     # name: (call with (scope, conversation), what a stranger gets)
@@ -45,6 +50,13 @@ CASES: dict[str, tuple[Call, Any]] = {
         lambda s, c: services.save_agent_state(s, c.pk, envelope()),
         NotFound,
     ),
+    "save_agent_state over a revision": (
+        lambda s, c: services.save_agent_state(
+            s, c.pk, envelope(), expected_revision=1
+        ),
+        NotFound,
+    ),
+    "state_revision": (lambda s, c: services.state_revision(s, c.pk), 0),
     "load_agent_state": (lambda s, c: services.load_agent_state(s, c.pk), None),
     "load_todos": (lambda s, c: services.load_todos(s, c.pk), []),
     "append_display_message": (
@@ -100,6 +112,19 @@ CASES: dict[str, tuple[Call, Any]] = {
         lambda s, c: services.resolve_interrupted_tool_result(s, HELD, "done"),
         NotFound,
     ),
+    "begin_run": (lambda s, c: services.begin_run(s, c.pk), NotFound),
+    "finish_run": (
+        lambda s, c: services.finish_run(s, last_run(c), status="completed"),
+        NotFound,
+    ),
+    "discard_run": (lambda s, c: services.discard_run(s, last_run(c)), NotFound),
+    # Never raises: a stranger's failure is not recorded (None), the owner's is.
+    "record_failure": (
+        lambda s, c: services.record_failure(
+            s, c.pk, kind="state", operation="on_step", error=ValueError("x")
+        ),
+        None,
+    ),
     # The same calls naming the conversation explicitly.
     "mark_tool_executing in a conversation": (
         lambda s, c: services.mark_tool_executing(s, CALL, conversation_id=c.pk),
@@ -134,7 +159,8 @@ def test_every_public_service_function_has_a_tenancy_case() -> None:
 
 @pytest.fixture
 def owned_world(scope: Scope, conversation: Any) -> Any:
-    """A conversation with state, todos, messages and open tool calls, all Alice's."""
+    """A conversation with state, todos, messages, open tool calls and an ended
+    run, all Alice's."""
     services.save_agent_state(
         scope,
         conversation.pk,
@@ -144,6 +170,8 @@ def owned_world(scope: Scope, conversation: Any) -> Any:
     tool_call_row(scope, conversation, CALL)
     tool_call_row(scope, conversation, HELD)
     tool_result_row(scope, conversation, HELD, interrupted=True)
+    run = services.begin_run(scope, conversation.pk)
+    services.finish_run(scope, run.pk, status="completed")
     return conversation
 
 
