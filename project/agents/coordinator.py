@@ -50,7 +50,11 @@ from sagents_django.core import (
     State,
     TokenUsage,
 )
-from sagents_django.core.persistence import Lifecycle, PersistenceContext
+from sagents_django.core.persistence import (
+    Lifecycle,
+    PersistenceContext,
+    SyntheticMessage,
+)
 from sagents_django.core.serialization import (
     deserialize_server_state,
     serialize_server_state,
@@ -301,7 +305,7 @@ class Session:
     ) -> AgentResult:
         """The turn ran but its state was not saved: never a success. The transcript
         says so, and the session goes on from the last state that was saved."""
-        note = {
+        note: SyntheticMessage = {
             "message_type": "system",
             "content_type": "error",
             "content": {"text": NOT_SAVED, "error_type": "state_not_saved"},

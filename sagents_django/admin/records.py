@@ -22,7 +22,13 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from sagents_django.admin.presentation import chat_entries, json_block, state_summary
-from sagents_django.models import AgentRun, AgentState, DisplayMessage, StoredFile
+from sagents_django.models import (
+    AgentRun,
+    AgentState,
+    DisplayMessage,
+    PersistenceFailure,
+    StoredFile,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -230,9 +236,9 @@ class PersistenceFailureAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     @admin.display(description="error")
-    def short_error(self, failure: models.Model) -> str:
+    def short_error(self, failure: PersistenceFailure) -> str:
         return Truncator(failure.error).chars(120)
 
     @admin.display(description="details")
-    def pretty_details(self, failure: models.Model) -> SafeString:
+    def pretty_details(self, failure: PersistenceFailure) -> SafeString:
         return json_block(failure.details)

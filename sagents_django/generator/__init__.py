@@ -370,7 +370,7 @@ def _context(options: SetupOptions) -> dict[str, Any]:
                 ),
                 (
                     "sagents_django.core.persistence",
-                    ["Lifecycle", "PersistenceContext"],
+                    ["Lifecycle", "PersistenceContext", "SyntheticMessage"],
                 ),
                 (
                     "sagents_django.core.serialization",

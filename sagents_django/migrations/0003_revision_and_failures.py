@@ -3,7 +3,7 @@
 start at 1), and failed writes of a turn are recorded for operators."""
 
 import django.db.models.deletion
-from django.conf import settings
+import swapper
 from django.db import migrations, models
 
 
@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
                 ('error', models.TextField(blank=True, default='')),
                 ('details', models.JSONField(blank=True, default=dict)),
                 ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='persistence_failures', to=settings.SAGENTS_DJANGO_CONVERSATION_MODEL)),
+                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='persistence_failures', to=swapper.get_model_name("sagents_django", "Conversation"))),
                 ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='persistence_failures', to='sagents_django.agentrun')),
             ],
             options={
