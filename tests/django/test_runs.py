@@ -62,7 +62,7 @@ def test_a_discarded_run_leaves_no_trace_and_frees_the_conversation(
     scope: Scope, conversation: Any
 ) -> None:
     run = services.begin_run(scope, conversation.pk)
-    services.discard_run(scope, run.pk)
+    assert services.discard_run(scope, run.pk)
     assert not AgentRun.objects.exists()
     services.begin_run(scope, conversation.pk)
 
@@ -75,7 +75,8 @@ def test_another_tenant_cannot_begin_finish_or_discard_a_run(
         services.begin_run(other_scope, conversation.pk)
     with pytest.raises(NotFound):
         services.finish_run(other_scope, run.pk, status="completed")
-    services.discard_run(other_scope, run.pk)
+    with pytest.raises(NotFound):
+        services.discard_run(other_scope, run.pk)
     run.refresh_from_db()
     assert run.status == "running"
 
