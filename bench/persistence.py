@@ -7,7 +7,8 @@ transaction around them):
   call; through ``DjangoDisplayMessagePersistence.save_message`` (the bulk path: an
   assistant message of thinking + text + two tool calls is one INSERT of four rows),
   by one writer and by eight conversations at once; and one ``append_display_messages``
-  batch of 1,000 rows. Each call is its own durable transaction, so a single writer
+  batch of 1,000 rows; tool-call card moves (``mark_tool_executing`` then
+  ``complete_tool_call``) per second. Each call is its own durable transaction, so a single writer
   cannot beat the server's commit rate, printed first (raw SQL, no ORM) as the floor;
 - the latest 50 rows of a 100,000-row conversation (``load_display_messages(limit=50)``)
   and a page 100 pages deep (``before=`` a cursor 5,000 rows from the end);
@@ -60,6 +61,7 @@ TARGETS = {
     "concurrent": ">= 2,000/s",
     "save_message": ">= 2,000/s",
     "append_batch": ">= 2,000/s",
+    "transitions": ">= 2,000/s",
     "latest_50": "<= 5 ms",
     "deep_page": "",
     "list_page": "",
@@ -172,6 +174,14 @@ class Bench:
         batch = self.append_batch(1_000)
         figures.append(
             ("append_batch", "append_display_messages, 1,000 rows", rate(batch))
+        )
+        moves = self.transitions(100 if self.quick else 500)
+        figures.append(
+            (
+                "transitions",
+                "tool-call card pending -> executing -> completed",
+                f"{statistics.median(moves):,.0f} moves/s",
+            )
         )
         latest, deep, plan = self.reading(rows_total)
         figures.append(
@@ -370,6 +380,37 @@ class Bench:
             start = time.perf_counter()
             self.services.append_display_messages(self.scope, conversation.pk, items)
             return count / (time.perf_counter() - start)
+
+        return self.repeat(once)
+
+    def transitions(self, count: int) -> list[float]:
+        """Tool-call card moves per second: ``mark_tool_executing`` then
+        ``complete_tool_call`` (with metadata) of ``count`` calls, one at a time."""
+
+        def once() -> float:
+            conversation = self.conversation()
+            calls = [f"call_{i}" for i in range(count)]
+            self.services.append_display_messages(
+                self.scope,
+                conversation.pk,
+                [
+                    {
+                        "message_type": "assistant",
+                        "content_type": "tool_call",
+                        "content": {"call_id": call, "name": "search"},
+                    }
+                    for call in calls
+                ],
+            )
+            start = time.perf_counter()
+            for call in calls:
+                self.services.mark_tool_executing(
+                    self.scope, call, conversation_id=conversation.pk
+                )
+                self.services.complete_tool_call(
+                    self.scope, call, {"ms": 12}, conversation_id=conversation.pk
+                )
+            return 2 * count / (time.perf_counter() - start)
 
         return self.repeat(once)
 
