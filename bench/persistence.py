@@ -194,7 +194,7 @@ class Bench:
                 milliseconds(deep),
             )
         )
-        listed = 2_000 if self.quick else 10_000
+        listed = 3_000 if self.quick else 10_000  # at least 51 pages of 50
         figures.append(
             (
                 "list_page",
