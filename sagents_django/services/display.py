@@ -18,12 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from django.core.exceptions import EmptyResultSet
-from django.db import connections, router, transaction
-from django.utils import timezone
+from django.db import router, transaction
 
 from sagents_django.conf import sagents_settings
-from sagents_django.exceptions import InvalidInput, NotFound
+from sagents_django.exceptions import InvalidInput
 from sagents_django.models import (
     CONTENT_TYPES,
     DISPLAY_STATUSES,
@@ -32,16 +30,15 @@ from sagents_django.models import (
 )
 from sagents_django.scope import Scope
 
+from . import sql
 from .conversations import (
     METADATA_MAX_BYTES,
-    conversation_model,
     conversation_pk,
     owned_conversations,
     owned_ids,
     require_conversation,
 )
 from .keyset import beyond
-from .sql import fetch, isolated, one_statement, touch_owned_conversation
 from .validation import choice, clean_json, clean_mapping, clean_text, parse_int
 
 MAX_SEQUENCE: Final = 2**31 - 1
@@ -143,64 +140,15 @@ def append_display_messages(
         require_conversation(scope, pk, touch=False)
         return []
     using = router.db_for_write(DisplayMessage)
-    if one_statement(using) and len(rows) <= ONE_STATEMENT_MAX_ROWS:
-        with isolated(using):
-            return _insert_if_owned(scope, pk, rows, using)
+    if len(rows) <= ONE_STATEMENT_MAX_ROWS and sql.direct(scope, using):
+        with sql.isolated(using):
+            return sql.insert_if_owned(scope, pk, rows, using)
     with transaction.atomic():
         require_conversation(scope, pk, touch=True)
         if len(rows) == 1:
             rows[0].save(force_insert=True)
         else:
             DisplayMessage.objects.bulk_create(rows)
-    return rows
-
-
-def _insert_if_owned(
-    scope: Scope, pk: Any, rows: list[DisplayMessage], using: str
-) -> list[DisplayMessage]:
-    """PostgreSQL: the ownership check, the conversation's touch and the INSERT of
-    ``rows`` as one statement (a data-modifying CTE). When the scope does not own
-    the conversation, the UPDATE returns no row, so the INSERT writes none either:
-    NotFound, and nothing changed."""
-    connection = connections[using]
-    try:
-        touch, touch_params = touch_owned_conversation(
-            scope, pk, timezone.now(), connection
-        )
-    except EmptyResultSet:  # the scope owns nothing at all
-        raise NotFound("conversation", str(pk)) from None
-    opts = DisplayMessage._meta
-    quote = connection.ops.quote_name
-    conversation = opts.get_field("conversation")
-    # Every column but the generated id and the conversation, which comes from the
-    # UPDATE's RETURNING: that is what ties the insert to the ownership check.
-    fields = [f for f in opts.local_concrete_fields if f not in (opts.pk, conversation)]
-    values: list[Any] = []
-    for row in rows:
-        # What the ORM's insert does per field: pre_save fills inserted_at (on the
-        # instance too), get_db_prep_save adapts (JSON, for one).
-        values += [
-            f.get_db_prep_save(f.pre_save(row, add=True), connection) for f in fields
-        ]
-    one_row = f"({', '.join(['%s'] * len(fields))})"
-    owned_pk = quote(conversation_model()._meta.pk.column)
-    sql = (
-        f"WITH owned AS ({touch}) "
-        f"INSERT INTO {quote(opts.db_table)} "
-        f"({', '.join(quote(f.column) for f in [conversation, *fields])}) "
-        f"SELECT owned.{owned_pk}, v.* FROM owned "
-        f"CROSS JOIN (VALUES {', '.join([one_row] * len(rows))}) AS v "
-        f"RETURNING {quote(opts.pk.column)}"
-    )
-    # RETURNING follows the order rows were inserted in, which is the VALUES order
-    # (the CTE has one row): the ids match ``rows`` as bulk_create's do.
-    ids = fetch(connection, sql, [*touch_params, *values], [opts.pk])
-    if not ids:
-        raise NotFound("conversation", str(pk))
-    for row, (row_id,) in zip(rows, ids, strict=True):
-        row.pk = row_id
-        row._state.adding = False
-        row._state.db = using
     return rows
 
 

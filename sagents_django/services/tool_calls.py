@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from django.core.exceptions import EmptyResultSet
-from django.db import connections, router, transaction
+from django.db import router, transaction
 from django.db.models import QuerySet
 
 from sagents_django.conf import sagents_settings
@@ -37,8 +36,8 @@ from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope
 
+from . import sql
 from .conversations import METADATA_MAX_BYTES, conversation_pk, owned_ids
-from .sql import compiled, fetch, isolated, one_statement
 from .validation import clean_mapping, clean_text
 
 OPEN: Final = ("pending", "executing", "interrupted")
@@ -181,10 +180,18 @@ def _transition(
     call_id = _call_id(call_id)
     extra = clean_mapping(merge, what="metadata", max_bytes=METADATA_MAX_BYTES)
     using = router.db_for_write(DisplayMessage)
-    if one_statement(using):
-        rows = _rows(scope, call_id, conversation_id, "tool_call")
-        with isolated(using):
-            row = _update_newest(rows.filter(status__in=only), to, extra, using)
+    if sql.direct(scope, using):
+        pk = None if conversation_id is None else conversation_pk(conversation_id)
+        with sql.isolated(using):
+            row = sql.update_newest_call(
+                scope,
+                call_id,
+                conversation_pk=pk,
+                statuses=only,
+                to=to,
+                merge=extra,
+                using=using,
+            )
         if row is None:
             raise _not_found(call_id, "tool_call", only)
         return row
@@ -197,47 +204,6 @@ def _transition(
             fields.append("metadata")
         row.save(update_fields=fields)
     return row
-
-
-def _update_newest(
-    rows: QuerySet[DisplayMessage], to: str, extra: dict[str, Any], using: str
-) -> DisplayMessage | None:
-    """PostgreSQL: ``_find`` and the save of ``_transition`` as one statement, so in
-    autocommit it is one round trip. The subquery is ``_find``'s SELECT ... FOR
-    UPDATE (the newest row in scope and in a state the transition applies from,
-    locked before it changes); ``||`` merges ``extra`` into the metadata as
-    ``{**metadata, **extra}`` does. None when no row matches."""
-    connection = connections[using]
-    opts = DisplayMessage._meta
-    quote = connection.ops.quote_name
-    try:
-        # Compiled without select_for_update(), which Django refuses to compile in
-        # autocommit; the lock is added as text (PostgreSQL puts it after LIMIT).
-        target, params = compiled(rows.values("pk")[:1], connection)
-    except EmptyResultSet:  # the scope owns nothing at all
-        return None
-    status = quote(opts.get_field("status").column)
-    sets, set_params = [f"{status} = %s"], [to]
-    if extra:
-        field = opts.get_field("metadata")
-        metadata = quote(field.column)
-        # jsonb || on a non-object would build an array: start from {} instead.
-        sets.append(
-            f"{metadata} = (CASE WHEN jsonb_typeof({metadata}) = 'object' "
-            f"THEN {metadata} ELSE '{{}}'::jsonb END) || %s"
-        )
-        set_params.append(field.get_db_prep_save(extra, connection))
-    fields = list(opts.concrete_fields)
-    sql = (
-        f"UPDATE {quote(opts.db_table)} SET {', '.join(sets)} "
-        f"WHERE {quote(opts.pk.column)} = "
-        f"({target} {connection.ops.for_update_sql()}) "
-        f"RETURNING {', '.join(quote(f.column) for f in fields)}"
-    )
-    found = fetch(connection, sql, [*set_params, *params], fields)
-    if not found:
-        return None
-    return DisplayMessage.from_db(using, [f.attname for f in fields], found[0])
 
 
 def _object(value: Any) -> dict[str, Any]:

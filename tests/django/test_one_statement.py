@@ -216,3 +216,118 @@ def test_a_scope_that_joins_is_the_ownership_condition(
         services.mark_tool_executing(theirs, "call_%s%")
     assert snapshot() == before
     assert services.mark_tool_executing(mine, "call_%s%").status == "executing"
+
+
+# Ownership written by sql.py is exactly Scope.filter_conversations ---------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class OrmScope(Scope):
+    """The default scope's ownership, through a filter of its own: the services
+    cannot write its SQL themselves, so every call takes the ORM path."""
+
+    def filter_conversations(self, queryset: models.QuerySet) -> models.QuerySet:
+        return super().filter_conversations(queryset)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvingScope(Scope):
+    """Overrides only resolve_owner, as a team site's scope does."""
+
+    @classmethod
+    def resolve_owner(cls, user: Any) -> Any:
+        return user
+
+
+def scopes_of(user: Any, other_user: Any) -> dict[str, dict[str, Any]]:
+    """Scope fields by case: owners given every way a scope may hold them."""
+    from django.contrib.auth.models import AnonymousUser, Group
+
+    # A group whose id is the user's: an owner of the wrong model owns nothing.
+    group = Group.objects.create(name="same id")
+    Group.objects.filter(pk=group.pk).update(id=user.pk)
+    return {
+        "owner": {"user": user, "owner": user},
+        "owner by id": {"user": user, "owner": user.pk},
+        "owner by id as text": {"user": user, "owner": str(user.pk)},
+        "another user": {"user": other_user, "owner": other_user},
+        "anonymous": {"user": AnonymousUser(), "owner": None},
+        "a group with the user's id": {
+            "user": user,
+            "owner": Group.objects.get(pk=user.pk),
+        },
+    }
+
+
+def outcomes(scope: Scope, conversation: Any) -> list[str]:
+    """What an append and a transition answer for ``scope``."""
+    found = []
+    for call in (
+        lambda: services.append_text_message(scope, conversation.pk, "user", "hi"),
+        lambda: services.mark_tool_executing(
+            scope, "c1", conversation_id=conversation.pk
+        ),
+        lambda: services.complete_tool_call(scope, "c1", {"ms": 3}),
+    ):
+        try:
+            row = call()
+        except NotFound as exc:
+            found.append(f"not found: {exc}".replace(str(conversation.pk), "<id>"))
+        else:
+            found.append(f"{row.content_type} {row.status} {row.metadata}")
+    return found
+
+
+@pytest.mark.django_db
+def test_the_one_statement_path_and_the_orm_path_answer_alike_for_every_scope(
+    user: Any, other_user: Any, scope: Scope
+) -> None:
+    cases = scopes_of(user, other_user)
+    answers: dict[str, list[list[str]]] = {}
+    for name, fields in cases.items():
+        answers[name] = []
+        for scope_class in (Scope, OrmScope):
+            conversation = services.create_conversation(scope, title=name)
+            tool_call_row(scope, conversation, "c1")
+            before = snapshot()
+            found = outcomes(scope_class(**fields), conversation)
+            if found[0].startswith("not found"):
+                assert snapshot() == before, (name, scope_class)
+            answers[name].append(found)
+    for name, (direct, orm) in answers.items():
+        assert direct == orm, name
+    assert answers["owner"][0] == [
+        "text completed {}",
+        "tool_call executing {}",
+        "tool_call completed {'ms': 3}",
+    ]
+    assert answers["owner by id as text"][0] == answers["owner"][0]
+    for name in ("another user", "anonymous", "a group with the user's id"):
+        assert all(a.startswith("not found") for a in answers[name][0]), name
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_scope_that_only_resolves_its_owner_writes_in_one_statement(
+    user: Any, conversation: Any
+) -> None:
+    resolving = ResolvingScope.for_user(user)
+    with CaptureQueriesContext(connection) as queries:
+        services.append_text_message(resolving, conversation.pk, "user", "hi")
+        tool_call_row(resolving, conversation, "c1")
+        services.mark_tool_executing(resolving, "c1")
+    assert len(queries) == 3
+
+
+@postgresql_only
+@pytest.mark.django_db(transaction=True)
+def test_a_scope_with_a_filter_of_its_own_takes_the_orm_path(
+    user: Any, conversation: Any
+) -> None:
+    own = OrmScope.for_user(user)
+    with CaptureQueriesContext(connection) as queries:
+        row = services.append_text_message(own, conversation.pk, "user", "hi")
+    sql = statements(queries)
+    # BEGIN is not logged; the ownership check, the INSERT and the COMMIT are.
+    assert len(sql) > 1 and not any(s.startswith("WITH") for s in sql)
+    assert DisplayMessage.objects.get().pk == row.pk
