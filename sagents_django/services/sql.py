@@ -75,18 +75,19 @@ def insert_if_owned(
     owned = _owner(scope, connection, alias=None)
     if owned is None:
         raise NotFound("conversation", str(pk))
-    updated_at = conversation.get_field("updated_at")
-    conversation_pk = quote(conversation.pk.column)
+    updated_at = _fields(conversation_model())["updated_at"]
+    conversation_pk = column_of(conversation.pk)
     touch = (
         f"UPDATE {quote(conversation.db_table)} "
-        f"SET {quote(updated_at.column)} = %s "
+        f"SET {column_of(updated_at)} = %s "
         f"WHERE {conversation_pk} = %s AND {owned[0]} RETURNING {conversation_pk}"
     )
     opts = DisplayMessage._meta
-    foreign_key = opts.get_field("conversation")
+    columns = _fields(DisplayMessage)
+    foreign_key = columns["conversation"]
     # Every column but the generated id and the conversation's, which comes from
     # the UPDATE: that is what ties the insert to the ownership check.
-    fields = [f for f in _columns(DisplayMessage) if f not in (opts.pk, foreign_key)]
+    fields = [f for f in columns.values() if f not in (opts.pk, foreign_key)]
     values: list[Any] = []
     for row in rows:
         # What the ORM's insert does per field: pre_save fills inserted_at (on the
@@ -98,10 +99,10 @@ def insert_if_owned(
     sql = (
         f"WITH owned AS ({touch}) "
         f"INSERT INTO {quote(opts.db_table)} "
-        f"({', '.join(quote(f.column) for f in [foreign_key, *fields])}) "
+        f"({', '.join(column_of(f) for f in [foreign_key, *fields])}) "
         f"SELECT owned.{conversation_pk}, v.* FROM owned "
         f"CROSS JOIN (VALUES {', '.join([one_row] * len(rows))}) AS v "
-        f"RETURNING {quote(opts.pk.column)}"
+        f"RETURNING {column_of(opts.pk)}"
     )
     params = [
         updated_at.get_db_prep_save(timezone.now(), connection),
@@ -143,7 +144,9 @@ def update_newest_call(
     connection = connections[using]
     opts = DisplayMessage._meta
     table = quote(opts.db_table)
-    column = {f.name: quote(f.column) for f in _columns(DisplayMessage)}
+    by_name = _fields(DisplayMessage)
+    fields = list(by_name.values())
+    column = {name: column_of(f) for name, f in by_name.items()}
     sets, set_params = [f"{column['status']} = %s"], [to]
     if merge:
         metadata = column["metadata"]
@@ -152,9 +155,7 @@ def update_newest_call(
             f"{metadata} = (CASE WHEN jsonb_typeof({metadata}) = 'object' "
             f"THEN {metadata} ELSE '{{}}'::jsonb END) || %s"
         )
-        set_params.append(
-            opts.get_field("metadata").get_db_prep_save(merge, connection)
-        )
+        set_params.append(by_name["metadata"].get_db_prep_save(merge, connection))
     where = [
         f"m.{column['tool_call_id']} = %s",
         f"m.{column['content_type']} = %s",
@@ -172,17 +173,17 @@ def update_newest_call(
     if owned[0] != "TRUE":
         conversation = conversation_model()._meta
         where.append(
-            f"m.{column['conversation']} IN (SELECT c.{quote(conversation.pk.column)} "
+            f"m.{column['conversation']} IN (SELECT c.{column_of(conversation.pk)} "
             f"FROM {quote(conversation.db_table)} AS c WHERE {owned[0]})"
         )
         where_params += owned[1]
-    fields = _columns(DisplayMessage)
+    pk = column_of(opts.pk)
     sql = (
         f"UPDATE {table} SET {', '.join(sets)} "
-        f"WHERE {column['id']} = (SELECT m.{column['id']} FROM {table} AS m "
-        f"WHERE {' AND '.join(where)} ORDER BY m.{column['id']} DESC LIMIT 1 "
+        f"WHERE {pk} = (SELECT m.{pk} FROM {table} AS m "
+        f"WHERE {' AND '.join(where)} ORDER BY m.{pk} DESC LIMIT 1 "
         "FOR UPDATE) "
-        f"RETURNING {', '.join(quote(f.column) for f in fields)}"
+        f"RETURNING {', '.join(column[f.name] for f in fields)}"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*set_params, *where_params])
@@ -214,14 +215,21 @@ def _owner(scope: Scope, connection: Any, *, alias: str | None) -> Condition | N
     field_name = owner_field(model)
     if field_name is None:
         return "TRUE", []  # ownerless conversations: everyone's
-    field = model._meta.get_field(field_name)
+    field = _fields(model)[field_name]
     prefix = f"{alias}." if alias else ""
     # Prepared as filter() prepares it (an integer key given as "3" is 3).
-    return f"{prefix}{quote(field.column)} = %s", [
-        field.get_db_prep_value(pk, connection)
-    ]
+    return f"{prefix}{column_of(field)} = %s", [field.get_db_prep_value(pk, connection)]
 
 
-def _columns(model: type[models.Model]) -> list[Any]:
-    """The fields of ``model`` that have a column, in the table's order."""
-    return [f for f in model._meta.get_fields() if f.concrete]
+def column_of(field: models.Field[Any, Any]) -> str:
+    """The quoted column of a concrete ``field``."""
+    return quote(field.column)
+
+
+def _fields(model: type[models.Model]) -> dict[str, models.Field[Any, Any]]:
+    """The fields of ``model`` that have a column, by name, in the table's order."""
+    return {
+        f.name: f
+        for f in model._meta.get_fields()
+        if isinstance(f, models.Field) and f.concrete
+    }
