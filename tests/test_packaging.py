@@ -1,13 +1,104 @@
-"""What the installed package carries besides its modules."""
+"""Packaging: install_requires is what the app imports, a deployment's pieces are
+extras, every requirement is pinned in requirements.txt, the license file matches the
+metadata, and type checkers find the package's py.typed marker."""
 
 from __future__ import annotations
 
+import ast
 import configparser
+import re
+import sys
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import sagents_django
 
-ROOT = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent
+DEPLOYMENT_ONLY = {"daphne", "whitenoise", "django-environ", "psycopg"}
+
+
+def setup_cfg() -> configparser.ConfigParser:
+    parser = configparser.ConfigParser()
+    parser.read(REPO / "setup.cfg", encoding="utf-8")
+    return parser
+
+
+def names(block: str) -> set[str]:
+    """Normalized distribution names of a requirements block."""
+    found = set()
+    for line in block.splitlines():
+        line = line.split("#")[0].strip()
+        if line and not line.startswith("-"):
+            found.add(normalized(re.split(r"[\[<>=!~; ]", line, maxsplit=1)[0]))
+    return found
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def install_requires() -> set[str]:
+    return names(setup_cfg()["options"]["install_requires"])
+
+
+def extras() -> dict[str, set[str]]:
+    return {
+        extra: names(block)
+        for extra, block in setup_cfg()["options.extras_require"].items()
+    }
+
+
+def imported_distributions(root: Path) -> set[str]:
+    """The distributions providing the third-party modules imported under ``root``."""
+    modules = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    third_party = modules - set(sys.stdlib_module_names) - {"sagents_django"}
+    providers = packages_distributions()
+    missing = sorted(m for m in third_party if m not in providers)
+    assert missing == [], f"modules no installed distribution provides: {missing}"
+    return {normalized(d) for m in third_party for d in providers[m]}
+
+
+def test_install_requires_is_exactly_what_the_app_imports() -> None:
+    assert install_requires() == imported_distributions(REPO / "sagents_django")
+
+
+def test_deployment_pieces_are_extras_not_requirements() -> None:
+    assert not DEPLOYMENT_ONLY & install_requires()
+    assert extras()["full"] >= DEPLOYMENT_ONLY
+
+
+def test_the_full_extra_is_every_other_extra() -> None:
+    others = {e: n for e, n in extras().items() if e != "full"}
+    assert set().union(*others.values()) == extras()["full"]
+
+
+def test_the_hosting_project_imports_nothing_beyond_the_full_install() -> None:
+    assert (
+        imported_distributions(REPO / "project")
+        <= install_requires() | extras()["full"]
+    )
+
+
+def test_requirements_txt_pins_exactly_the_app_and_the_full_extra() -> None:
+    text = (REPO / "requirements.txt").read_text(encoding="utf-8")
+    pinned = [line for line in text.splitlines() if line and line[0] != "#"]
+    assert all("==" in line for line in pinned)
+    assert names(text) == install_requires() | extras()["full"]
+
+
+def test_the_license_file_is_the_apache_license_the_metadata_names() -> None:
+    metadata = setup_cfg()["metadata"]
+    assert metadata["license"] == "Apache-2.0"
+    assert metadata["license_files"].strip() == "LICENSE"
+    text = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License\n                           Version 2.0" in text
+    assert "END OF TERMS AND CONDITIONS" in text
 
 
 def test_the_package_ships_a_py_typed_marker_for_type_checkers() -> None:
@@ -15,7 +106,5 @@ def test_the_package_ships_a_py_typed_marker_for_type_checkers() -> None:
 
 
 def test_the_py_typed_marker_is_declared_as_package_data() -> None:
-    config = configparser.ConfigParser()
-    config.read(ROOT / "setup.cfg")
-    data = config["options.package_data"]["sagents_django"].split()
+    data = setup_cfg()["options.package_data"]["sagents_django"].split()
     assert "py.typed" in data
