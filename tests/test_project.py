@@ -142,6 +142,33 @@ def test_home_page_shows_the_configured_model(client, settings) -> None:
     assert b"openai/gpt-4o-mini" in response.content
 
 
+def test_the_projects_pages_take_its_own_layout_through_the_override(
+    client, settings
+) -> None:
+    response = client.get("/")
+    # templates/sagents_django/base.html extends the site's base: its header.
+    assert b"Sign in" in response.content
+    assert b"Open the Django admin" in response.content
+
+
+def test_the_app_renders_in_a_site_without_base_html_admin_or_sign_in(
+    client, settings
+) -> None:
+    settings.ROOT_URLCONF = "tests.app_only_urls"
+    settings.TEMPLATES = [
+        {
+            "BACKEND": "django.template.backends.django.DjangoTemplates",
+            "DIRS": [],
+            "APP_DIRS": True,
+        }
+    ]
+    response = client.get("/")
+    assert response.status_code == 200
+    assert b"It works" in response.content
+    assert b"Sign in" not in response.content
+    assert b"Open the Django admin" not in response.content
+
+
 @pytest.mark.django_db
 def test_sign_in_page_renders(client) -> None:
     response = client.get("/accounts/login/")
