@@ -3,7 +3,8 @@
 Every value has an embedded default, so a clean clone runs with nothing set: SQLite,
 the in-memory channel layer, turns run in-process, and the offline demo model. Setting
 DATABASE_URL, REDIS_URL, CELERY_BROKER_URL and SAGENTS_MODEL switches to the production
-stack without touching code. A ``.env`` file beside manage.py is read only if present.
+stack without touching code, and the HTTPS variables (SECURE_*, *_COOKIE_SECURE) clear
+``check --deploy``. A ``.env`` file beside manage.py is read only if present.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 # litellm fetches a cost map from the internet at import and token counting for some
 # model names tries a model hub; both must be off before anything imports litellm.
@@ -31,6 +33,30 @@ SECRET_KEY = env.str(
 DEBUG = env.bool("DEBUG", default=True)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# HTTPS, for `manage.py check --deploy`: off by default (the development server speaks
+# plain HTTP), each switched on from the environment once the site is served over TLS.
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+# Seconds browsers must keep to HTTPS; raise it step by step, it cannot be taken back.
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool(
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False
+)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+# Behind a proxy that terminates TLS: the header and value it sets on HTTPS requests,
+# e.g. "HTTP_X_FORWARDED_PROTO=https". Trust it only if the proxy always sets or
+# strips that header.
+_proxy_header = env.str("SECURE_PROXY_SSL_HEADER", default="")
+if _proxy_header:
+    _header, _, _value = (part.strip() for part in _proxy_header.partition("="))
+    if not (_header.startswith("HTTP_") and _value):
+        raise ImproperlyConfigured(
+            "SECURE_PROXY_SSL_HEADER must look like HTTP_X_FORWARDED_PROTO=https, "
+            f"not {_proxy_header!r}"
+        )
+    SECURE_PROXY_SSL_HEADER = (_header, _value)
 
 INSTALLED_APPS = [
     # daphne first: its runserver replaces Django's and serves ASGI (WebSockets).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -191,3 +192,64 @@ def test_asgi_application_routes_http_and_websocket() -> None:
     from project.asgi import application
 
     assert set(application.application_mapping) == {"http", "websocket"}
+
+
+HTTPS_ENVIRONMENT = {
+    "SECURE_SSL_REDIRECT": "true",
+    "SESSION_COOKIE_SECURE": "true",
+    "CSRF_COOKIE_SECURE": "true",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
+    "SECURE_HSTS_PRELOAD": "true",
+    "SECURE_PROXY_SSL_HEADER": "HTTP_X_FORWARDED_PROTO=https",
+}
+
+
+def manage(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    """``manage.py`` in a subprocess, with ``env`` as the only project variables."""
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SECURE_", "DJANGO_", "DATABASE_URL"))
+        and k not in ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS")
+        and not k.endswith("_COOKIE_SECURE")
+    }
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env={**environment, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_check_deploy_passes_with_the_https_variables_set() -> None:
+    done = manage(
+        ["check", "--deploy", "--fail-level", "WARNING"],
+        DEBUG="false",
+        SECRET_KEY="a-long-random-production-secret-" + "x7Qz" * 10,
+        **HTTPS_ENVIRONMENT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout
+
+
+def test_check_deploy_names_each_https_setting_while_they_are_unset() -> None:
+    done = manage(
+        ["check", "--deploy"],
+        DEBUG="false",
+        SECRET_KEY="a-long-random-production-secret-" + "x7Qz" * 10,
+    )
+    for warning in ("W004", "W008", "W012", "W016"):
+        assert f"security.{warning}" in done.stderr + done.stdout
+
+
+def test_a_malformed_proxy_ssl_header_stops_the_site_with_a_clear_error() -> None:
+    done = manage(["check"], SECURE_PROXY_SSL_HEADER="X-Forwarded-Proto")
+    assert done.returncode != 0
+    assert (
+        "SECURE_PROXY_SSL_HEADER must look like HTTP_X_FORWARDED_PROTO=https, "
+        "not 'X-Forwarded-Proto'" in done.stderr
+    )
