@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
+from django.db.migrations.recorder import MigrationRecorder
 
 from sagents_django.management.commands import sagents_setup
 
@@ -122,11 +124,26 @@ def test_an_existing_file_stops_the_run_before_anything_is_written(
     assert (package / "factory.py").read_text() == "# mine\n"
 
 
-def test_a_dry_run_refuses_as_the_real_run_would(tmp_path: Path) -> None:
+def test_a_dry_run_over_existing_files_says_what_it_would_overwrite(
+    tmp_path: Path,
+) -> None:
     setup("project.agents", base_dir=str(tmp_path))
+    factory = tmp_path / "project" / "agents" / "factory.py"
+    factory.write_text("# mine\n")
 
-    with pytest.raises(CommandError, match=r"__init__\.py and 5 more already exist"):
-        setup("project.agents", base_dir=str(tmp_path), dry_run=True)
+    out = setup("project.agents", base_dir=str(tmp_path), dry_run=True)
+    forced = setup("project.agents", base_dir=str(tmp_path), dry_run=True, force=True)
+
+    assert (
+        "  project/agents/factory.py (exists: only --force would overwrite it)" in out
+    )
+    assert (
+        "Without --force the run would stop and write nothing: 6 of these files exist."
+        in out
+    )
+    assert "  project/agents/factory.py (would overwrite)" in forced
+    assert "Without --force" not in forced
+    assert factory.read_text() == "# mine\n"
 
 
 def test_force_overwrites_existing_files(tmp_path: Path) -> None:
@@ -139,6 +156,47 @@ def test_force_overwrites_existing_files(tmp_path: Path) -> None:
 
     assert factory.read_text() == generated
     assert "  project/agents/factory.py (overwritten)" in out
+
+
+@pytest.mark.django_db
+def test_force_never_rewrites_a_migration_a_database_has_applied(
+    tmp_path: Path,
+) -> None:
+    setup("hostsite.chat", base_dir=str(tmp_path), table_prefix="ai_")
+    package = tmp_path / "hostsite" / "chat"
+    migration = package / "migrations" / "0001_initial.py"
+    migration.write_text("# as applied\n")
+    (package / "models.py").write_text("# changed\n")
+    MigrationRecorder(connection).record_applied("chat", "0001_initial")
+
+    dry = setup(
+        "hostsite.chat", base_dir=str(tmp_path), table_prefix="ai_", dry_run=True
+    )
+    out = setup("hostsite.chat", base_dir=str(tmp_path), table_prefix="ai_", force=True)
+
+    assert migration.read_text() == "# as applied\n"
+    assert (
+        "class Conversation(AbstractConversation):"
+        in (package / "models.py").read_text()
+    )
+    note = "applied in the 'default' database"
+    assert f"  hostsite/chat/migrations/0001_initial.py (would keep: {note})" in dry
+    assert f"  hostsite/chat/migrations/0001_initial.py (kept: {note})" in out
+    assert f"Wrote 9 files in {tmp_path}:" in out  # 10 generated, 1 kept
+    assert "run `manage.py makemigrations chat`" in out
+
+
+@pytest.mark.django_db
+def test_force_rewrites_a_migration_no_database_has_applied(tmp_path: Path) -> None:
+    setup("hostsite.chat", base_dir=str(tmp_path), table_prefix="ai_")
+    migration = tmp_path / "hostsite" / "chat" / "migrations" / "0001_initial.py"
+    generated = migration.read_text()
+    migration.write_text("# draft\n")
+
+    out = setup("hostsite.chat", base_dir=str(tmp_path), table_prefix="ai_", force=True)
+
+    assert migration.read_text() == generated
+    assert "  hostsite/chat/migrations/0001_initial.py (overwritten)" in out
 
 
 def test_a_file_where_the_package_directory_should_be_is_refused(
@@ -180,9 +238,7 @@ def test_naming_the_user_model_explicitly_is_the_default(tmp_path: Path) -> None
     assert len(written(tmp_path)) == 6
 
 
-def test_a_team_owner_with_the_default_scope_gets_a_note_about_the_scope(
-    tmp_path: Path,
-) -> None:
+def test_a_team_owner_gets_a_scope_to_fill_in_and_an_admin(tmp_path: Path) -> None:
     # auth.Group stands in for a team model: any installed model with migrations.
     out = setup(
         "hostsite.agents",
@@ -191,9 +247,46 @@ def test_a_team_owner_with_the_default_scope_gets_a_note_about_the_scope(
         owner_model="auth.Group",
     )
 
-    migration = (tmp_path / "hostsite/agents/migrations/0001_initial.py").read_text()
+    package = tmp_path / "hostsite" / "agents"
+    migration = (package / "migrations" / "0001_initial.py").read_text()
     assert '("auth", "0012_alter_user_first_name_max_length"),' in migration
-    assert "Note: the default Scope makes the signed-in user the owner" in out
+    scope = (package / "scope.py").read_text()
+    assert (
+        "class GroupScope(Scope):\n"
+        "    @classmethod\n"
+        "    def resolve_owner(cls, user):\n"
+        '        """Return the Group whose conversations `user` may use, or None."""\n'
+        "        return None  # refuses (not found) until you fill this in\n"
+    ) in scope
+    admin = (package / "admin.py").read_text()
+    assert "@admin.register(Conversation)" in admin
+    assert 'SAGENTS = {..., "SCOPE": "hostsite.agents.scope.GroupScope"}' in out
+    assert "Then fill in GroupScope.resolve_owner in hostsite/agents/scope.py" in out
+    assert (
+        "from .scope import GroupScope as Scope"
+        in (package / "conversations.py").read_text()
+    )
+    assert "--scope" not in scope  # the command line it records needs none
+    assert ruff_problems(tmp_path, written(tmp_path)) == ""
+
+
+def test_a_team_owner_with_a_scope_of_its_own_gets_no_scope_module(
+    tmp_path: Path,
+) -> None:
+    out = setup(
+        "hostsite.agents",
+        base_dir=str(tmp_path),
+        owner_type="team",
+        owner_model="auth.Group",
+        scope="tests.django.test_one_statement.ResolvingScope",
+    )
+
+    assert not (tmp_path / "hostsite" / "agents" / "scope.py").exists()
+    assert (
+        'SAGENTS = {..., "SCOPE": "tests.django.test_one_statement.ResolvingScope"}'
+        in out
+    )
+    assert "fill in" not in out
 
 
 @pytest.mark.parametrize(
@@ -280,6 +373,12 @@ def test_a_team_owner_with_the_default_scope_gets_a_note_about_the_scope(
             "('auth'); name an owner model of another app",
         ),
         (
+            ["project.agents"],
+            {"owner_type": "user", "owner_model": "auth.Group"},
+            "--owner-type user needs the user model ('auth.User'), not "
+            "'auth.Group'; name another owner with --owner-type account, team or org",
+        ),
+        (
             ["project.auth"],
             {"table_prefix": "ai_"},
             "The target 'project.auth' would be an app labelled 'auth', the label "
@@ -295,6 +394,68 @@ def test_a_bad_option_is_one_error_line_and_writes_nothing(
 
     assert str(caught.value) == message
     assert written(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "module"),
+    [
+        (["django"], {}, "django"),
+        (["django.agents"], {}, "django"),
+        (["json"], {}, "json"),
+        (["sys.agents"], {}, "sys"),
+        (["mysite.agents"], {"factory": "json.factory"}, "json"),
+        (["mysite.agents"], {"coordinator": "re2.coordinator"}, "re2"),
+    ],
+)
+def test_a_target_that_would_shadow_an_installed_module_is_refused(
+    tmp_path: Path, args: list[str], options: dict[str, Any], module: str
+) -> None:
+    with pytest.raises(CommandError) as caught:
+        setup(*args, base_dir=str(tmp_path), dry_run=True, **options)
+
+    message = str(caught.value)
+    assert f"would shadow the installed module {module!r} (" in message
+    assert message.endswith("); choose another package name")
+    assert written(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "module"),
+    [
+        (["mysite.settings"], {}, "mysite/settings.py"),
+        (["mysite.settings.agents"], {}, "mysite/settings.py"),
+        (
+            ["mysite.agents"],
+            {"factory": "mysite.settings.factory"},
+            "mysite/settings.py",
+        ),
+        (["mysite.agents"], {}, "mysite.py"),
+    ],
+)
+def test_a_target_that_would_turn_a_module_into_a_package_is_refused(
+    tmp_path: Path, args: list[str], options: dict[str, Any], module: str
+) -> None:
+    (tmp_path / module).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / module).write_text("SECRET_KEY = 'x'\n")
+    before = written(tmp_path)
+
+    for dry_run in (True, False):
+        with pytest.raises(CommandError) as caught:
+            setup(*args, base_dir=str(tmp_path), dry_run=dry_run, force=True, **options)
+        assert f"would turn the module {module} into a package" in str(caught.value)
+    assert written(tmp_path) == before
+
+
+def test_the_factory_may_replace_a_module_file_of_its_own_name_with_force(
+    tmp_path: Path,
+) -> None:
+    # A module (not a package) path may be an existing file: --force's business.
+    (tmp_path / "mysite").mkdir()
+    (tmp_path / "mysite" / "builder.py").write_text("# old\n")
+
+    setup("mysite.agents", base_dir=str(tmp_path), factory="mysite.builder", force=True)
+
+    assert "def build_agent(" in (tmp_path / "mysite" / "builder.py").read_text()
 
 
 def test_a_missing_base_dir_is_an_error(tmp_path: Path) -> None:

@@ -24,7 +24,9 @@ from project.agents.coordinator import (
 )
 from sagents_django import services
 from sagents_django.core import InvalidResume
+from sagents_django.core.testing import ScriptedModel
 from sagents_django.exceptions import NotFound
+from sagents_django.models import StoredFile
 from sagents_django.scope import Scope
 from tests.fakes.openai_server import FakeOpenAIServer, fault, reply, tool_call
 
@@ -38,10 +40,22 @@ PLAN = tool_call(
 
 
 @pytest.fixture
-def fake_model(settings: Any, fake_llm: FakeOpenAIServer) -> FakeOpenAIServer:
+def fake_model(
+    settings: Any, fake_llm: FakeOpenAIServer, title_model: ScriptedModel
+) -> FakeOpenAIServer:
     """The factory's model is the fake server, through settings as a site sets it."""
     settings.SAGENTS = {"MODEL": fake_llm.model, "MODEL_PARAMS": fake_llm.model_params}
     return fake_llm
+
+
+@pytest.fixture
+def title_model(monkeypatch: pytest.MonkeyPatch) -> ScriptedModel:
+    """Titles come from a model of their own, through the factory's override point:
+    a title call runs beside the agent's first call and would otherwise take a reply
+    scripted for the agent."""
+    model = ScriptedModel(["Offsite planning"], repeat_last=True)
+    monkeypatch.setattr(factory, "build_title_model", lambda: model)
+    return model
 
 
 @pytest.fixture
@@ -173,3 +187,41 @@ def test_every_conversation_function_matches_the_service_it_delegates_to() -> No
                 continue
             assert parameter.name in service, (name, parameter.name)
             assert service[parameter.name].kind == parameter.kind, (name, parameter)
+
+
+def test_the_first_turn_names_the_conversation(
+    fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
+) -> None:
+    fake_model.script(reply("Let us plan."), reply("More plans."))
+    session = start_conversation_session(conversation.pk, scope=scope)
+    session.run_turn_sync("Plan our offsite")
+    session.run_turn_sync("And the budget?")
+
+    stored = conversations.load_agent_state(scope, conversation.pk)
+    assert stored is not None
+    assert stored["state"]["metadata"]["conversation_title"] == "Offsite planning"
+    # Only the first request is named; the agent's own calls were all the server's.
+    assert len(fake_model.requests) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_agents_files_are_stored_in_the_database_for_every_process(
+    fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
+) -> None:
+    note = tool_call(
+        "write_file",
+        {"file_path": "/notes/venue.md", "content": "Lakeside hall"},
+        id="call_note",
+    )
+    fake_model.script(reply(tool_calls=[note]), reply("Noted."))
+    filesystem_scope = ("user", scope.owner_pk())
+    session = start_conversation_session(
+        conversation.pk, scope=scope, filesystem_scope=filesystem_scope
+    )
+
+    result = session.run_turn_sync("Note the venue")
+
+    assert result.status == "completed"
+    stored = StoredFile.objects.get(path="/notes/venue.md")
+    assert (stored.scope_kind, stored.scope_id) == ("user", str(scope.owner_pk()))
+    assert stored.content == "Lakeside hall"

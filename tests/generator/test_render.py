@@ -138,8 +138,71 @@ def test_a_custom_scope_class_is_imported_as_scope() -> None:
 
 def test_the_settings_lines_install_the_app_and_swap_the_conversation_model() -> None:
     assert settings_lines(TEAM)[0] == 'INSTALLED_APPS += ["hostsite.agents"]'
-    assert settings_lines(TEAM)[-1] == (
+    assert settings_lines(TEAM)[2] == (
         'SAGENTS_DJANGO_CONVERSATION_MODEL = "agents.Conversation"'
+    )
+
+
+def test_a_team_owner_gets_a_scope_module_whose_owner_is_refused_until_filled() -> None:
+    files = render(TEAM)
+    scope = files["hostsite/agents/scope.py"]
+
+    assert TEAM.scope == "hostsite.agents.scope.TeamScope"
+    assert TEAM.writes_scope
+    assert scope.endswith(
+        "class TeamScope(Scope):\n"
+        "    @classmethod\n"
+        "    def resolve_owner(cls, user):\n"
+        '        """Return the Team whose conversations `user` may use, or None."""\n'
+        "        return None  # refuses (not found) until you fill this in\n"
+    )
+    assert "from sagents_django.scope import Scope\n" in scope
+    assert settings_lines(TEAM)[-1] == (
+        'SAGENTS = {..., "SCOPE": "hostsite.agents.scope.TeamScope"}'
+    )
+    # The package's modules type their scopes with it; the command needs no --scope.
+    assert (
+        "from .scope import TeamScope as Scope"
+        in files["hostsite/agents/conversations.py"]
+    )
+    assert "--scope" not in command_line(TEAM)
+
+
+def test_a_user_owner_or_no_owner_or_a_given_scope_gets_no_scope_module() -> None:
+    for options in (DEFAULT, NO_OWNER, PREFIXED_ELSEWHERE):
+        assert not options.writes_scope
+        assert not [path for path in render(options) if path.endswith("/scope.py")]
+    given = SetupOptions(
+        target="hostsite.agents",
+        owner_type="team",
+        owner_field="team",
+        owner_model="teams.Team",
+        scope="teams.scope.MemberScope",
+    )
+    assert "hostsite/agents/scope.py" not in render(given)
+    assert "--scope teams.scope.MemberScope" in command_line(given)
+
+
+def test_a_generated_conversation_model_is_registered_in_the_admin() -> None:
+    admin = render(TEAM)["hostsite/agents/admin.py"]
+
+    assert "from .models import Conversation" in admin
+    assert (
+        "@admin.register(Conversation)\n"
+        "class ConversationAdmin(BaseConversationAdmin):\n"
+    ) in admin
+    assert "admin.py" not in " ".join(render(DEFAULT))
+
+
+def test_the_factory_keeps_files_in_the_database_and_names_conversations() -> None:
+    factory = render(DEFAULT)["project/agents/factory.py"]
+
+    assert "FileSystemConfig(default=True, persistence=DatabasePersistence())" in (
+        factory
+    )
+    assert 'filesystem_opts={"configs": build_file_storage()},' in factory
+    assert (
+        'middleware.append((ConversationTitle, {"chat_model": title_model}))' in factory
     )
 
 
@@ -209,6 +272,10 @@ def test_every_combination_passes_ruff(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
+        (
+            {"owner_model": "auth.Group"},
+            "--owner-type user needs the user model, not 'auth.Group'",
+        ),
         ({"target": "1bad.path"}, "bad component '1bad'"),
         ({"target": "../x"}, "not a dotted Python module path"),
         ({"target": "project.class"}, "bad component 'class'"),

@@ -3,8 +3,11 @@
 The Django port of ``mix sagents.setup``. The command resolves and checks the options
 against this project (the owner model and the scope class must exist), renders the
 files with the pure ``sagents_django.generator.render``, and writes them all or none:
-every target is checked before the first write, and an existing file is never
-overwritten without ``--force``. A bad option is one line of error and no file.
+every target is checked before the first write (``generator.targets``: no module
+turned into a package, no installed module shadowed), an existing file is never
+overwritten without ``--force``, and a migration a database has applied is never
+rewritten. ``--dry-run`` says all of that and writes nothing. A bad option is one
+line of error and no file.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from sagents_django.generator import (
     AUTH_USER_MODEL,
     DEFAULT_SCOPE,
     DEFAULT_TABLE_PREFIX,
+    MIGRATION,
     OWNER_TYPES,
     InvalidOption,
     SetupOptions,
+    targets,
 )
 
 
@@ -95,31 +100,73 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         setup = self.resolve(options)
+        base = self.base_dir(options["base_dir"])
+        dry_run, force = options["dry_run"], options["force"]
         try:
             files = generator.render(setup)
+            targets.check_module_paths(
+                base,
+                [
+                    (setup.target, True),
+                    (setup.factory, False),
+                    (setup.coordinator, False),
+                ],
+            )
+            plan = targets.plan(
+                base,
+                files,
+                force=force,
+                migration=(setup.app_label, MIGRATION) if setup.needs_models else None,
+                migration_file=setup.migration_file,
+            )
         except InvalidOption as exc:
             raise CommandError(str(exc)) from None
-        base = self.base_dir(options["base_dir"])
-        existing = self.check_targets(base, files, force=options["force"])
-        dry_run, verbosity = options["dry_run"], options["verbosity"]
+        blocked = plan.blocked
+        if blocked and not dry_run:
+            others = f" and {len(blocked) - 1} more" if len(blocked) > 1 else ""
+            raise CommandError(
+                f"{blocked[0]}{others} already exist; nothing was written "
+                "(pass --force to overwrite)"
+            )
         if not dry_run:
             for relative, text in files.items():
+                if plan.actions[relative] == "keep":
+                    continue
                 path = base / relative
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8", newline="\n")
-        if verbosity < 1:
-            return
-        if dry_run:
-            self.stdout.write(f"Dry run: would write {len(files)} files in {base}:")
-        else:
-            self.stdout.write(f"Wrote {len(files)} files in {base}:")
+        if options["verbosity"] >= 1:
+            self.report(setup, base, files, plan, dry_run, options["verbosity"])
+
+    def report(
+        self,
+        setup: SetupOptions,
+        base: Path,
+        files: dict[str, str],
+        plan: targets.Plan,
+        dry_run: bool,
+        verbosity: int,
+    ) -> None:
+        count = sum(action != "keep" for action in plan.actions.values())
+        verb = "Dry run: would write" if dry_run else "Wrote"
+        self.stdout.write(f"{verb} {count} files in {base}:")
         for relative, text in files.items():
-            note = ""
-            if relative in existing:
-                note = " (would overwrite)" if dry_run else " (overwritten)"
-            self.stdout.write(f"  {relative}{note}")
-            if dry_run and verbosity >= 2:
+            note = _NOTES[plan.actions[relative], dry_run]
+            if relative in plan.notes:
+                note = f"{note}: {plan.notes[relative]}"
+            self.stdout.write(f"  {relative}{f' ({note})' if note else ''}")
+            if dry_run and verbosity >= 2 and plan.actions[relative] != "keep":
                 self.stdout.write(_indent(text))
+        if dry_run and plan.blocked:
+            self.stdout.write(
+                f"Without --force the run would stop and write nothing: "
+                f"{len(plan.blocked)} of these files exist."
+            )
+        if any(action == "keep" for action in plan.actions.values()):
+            self.stdout.write(
+                "An applied migration is never rewritten: if the model changed, run "
+                f"`manage.py makemigrations {setup.app_label}`."
+            )
         self.stdout.write(self.next_steps(setup))
 
     # Options --------------------------------------------------------------------
@@ -151,7 +198,8 @@ class Command(BaseCommand):
             generator.check_options(setup)
         except InvalidOption as exc:
             raise CommandError(str(exc)) from None
-        self.check_scope(setup.scope)
+        if not setup.writes_scope:  # the generated one does not exist yet
+            self.check_scope(setup.scope)
         if setup.needs_models:
             self.check_app_label(setup)
         return setup
@@ -187,6 +235,12 @@ class Command(BaseCommand):
             ) from None
         if found._meta.label_lower == settings.AUTH_USER_MODEL.lower():
             return field, AUTH_USER_MODEL
+        if owner_type == "user":
+            raise InvalidOption(
+                f"--owner-type user needs the user model "
+                f"({settings.AUTH_USER_MODEL!r}), not {found._meta.label!r}; name "
+                "another owner with --owner-type account, team or org"
+            )
         if found._meta.app_label == app_label:
             # Its migrations would have to come both before and after the generated
             # ones, and the generated models.py would replace its own.
@@ -242,35 +296,6 @@ class Command(BaseCommand):
             raise CommandError(f"--base-dir {str(base)!r} is not a directory")
         return path
 
-    def check_targets(
-        self, base: Path, files: dict[str, str], *, force: bool
-    ) -> set[str]:
-        """The files that exist; CommandError (before anything is written) when one
-        exists without ``--force``, or when a path cannot be a file at all."""
-        existing = set()
-        for relative in files:
-            path = base / relative
-            for parent in path.parents:
-                if parent == base:
-                    break
-                if parent.exists() and not parent.is_dir():
-                    raise CommandError(
-                        f"{parent.relative_to(base)} is a file, not a package "
-                        "directory; nothing was written"
-                    )
-            if path.is_dir() or (path.exists() and not path.is_file()):
-                raise CommandError(f"{relative} exists and is not a file")
-            if path.exists():
-                existing.add(relative)
-        if existing and not force:
-            first = sorted(existing)[0]
-            others = f" and {len(existing) - 1} more" if len(existing) > 1 else ""
-            raise CommandError(
-                f"{first}{others} already exist; nothing was written "
-                "(pass --force to overwrite)"
-            )
-        return existing
-
     def next_steps(self, setup: SetupOptions) -> str:
         lines = [""]
         settings_lines = generator.settings_lines(setup)
@@ -290,15 +315,28 @@ class Command(BaseCommand):
             "Then run `manage.py migrate`, and open a conversation with:",
             f"    from {setup.coordinator} import start_conversation_session",
         ]
-        if setup.owner_type not in ("user", "none") and setup.scope == DEFAULT_SCOPE:
+        if setup.writes_scope:
+            scope_file = f"{setup.target.replace('.', '/')}/scope.py"
             lines += [
                 "",
-                f"Note: the default Scope makes the signed-in user the owner; "
-                f"conversations owned by a {setup.owner_type} need a Scope whose "
-                f"owner is the {setup.owner_type} (see sagents_django.scope), named "
-                'by --scope and SAGENTS["SCOPE"].',
+                f"Then fill in {setup.scope.rpartition('.')[2]}.resolve_owner in "
+                f"{scope_file}: until it returns the {setup.owner_class} a user acts "
+                "for, every user owns nothing (sees no conversation, cannot create "
+                "one).",
             ]
         return "\n".join(lines)
+
+
+_NOTES: dict[tuple[str, bool], str] = {
+    ("write", False): "",
+    ("write", True): "",
+    ("overwrite", False): "overwritten",
+    ("overwrite", True): "would overwrite",
+    ("blocked", True): "exists: only --force would overwrite it",
+    ("keep", False): "kept",
+    ("keep", True): "would keep",
+}
+"""How the report marks each file, by its action and whether the run is dry."""
 
 
 def _indent(text: str) -> str:
