@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -31,3 +32,41 @@ def test_the_readme_quick_start_runs_and_completes_a_turn() -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("completed ")
     assert "offline demo model" in result.stdout
+
+
+def settings_rows() -> dict[str, list[str]]:
+    """The README's SAGENTS table: its cells by key."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Settings reference", 1)[1].split("\n## ", 1)[0]
+    table = section.split("| key | type | default | meaning |", 1)[1].split("\n\n")[0]
+    rows = {}
+    for line in table.strip().splitlines()[1:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def test_the_settings_reference_lists_every_sagents_key_with_its_default() -> None:
+    from sagents_django.conf import DEFAULTS
+
+    rows = settings_rows()
+
+    assert list(rows) == list(DEFAULTS)
+    for key, (kind, default, meaning) in rows.items():
+        assert default == f"`{json.dumps(DEFAULTS[key])}`", key
+        assert kind and meaning, key
+
+
+def test_the_settings_reference_names_the_settings_outside_sagents() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Settings reference", 1)[1].split("\n## ", 1)[0]
+
+    from sagents_django.core.providers.demo_litellm import DEFAULT_DELAY_MS
+
+    defaults = {
+        "SAGENTS_DJANGO_CONVERSATION_MODEL": '"sagents_django.Conversation"',
+        "SAGENTS_DEMO_DELAY_MS": f"{DEFAULT_DELAY_MS:g}",
+    }
+    for name, default in defaults.items():
+        row = next(line for line in section.splitlines() if f"| `{name}` |" in line)
+        assert row.split("|")[3].strip() == f"`{default}`", name
