@@ -51,7 +51,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--scope",
             default=DEFAULT_SCOPE,
-            help=f"Dotted path of your Scope class (default: {DEFAULT_SCOPE}).",
+            help=f"Dotted path of your Scope class (default: {DEFAULT_SCOPE}; for "
+            "an owner that is not the user model, a generated <target>.scope."
+            "<Owner>Scope to fill in).",
         )
         parser.add_argument(
             "--owner-type",
@@ -91,11 +93,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run",
             action="store_true",
-            help="Print what would be written and write nothing "
+            help="Print what would be written and overwritten, and write nothing "
             "(-v 2 prints the files' contents too).",
         )
         parser.add_argument(
-            "--force", action="store_true", help="Overwrite files that exist."
+            "--force",
+            action="store_true",
+            help="Overwrite files that exist (never a migration a database has "
+            "applied).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
