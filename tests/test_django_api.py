@@ -59,7 +59,11 @@ def test_no_module_compiles_a_queryset_itself() -> None:
 
 def test_no_module_reads_an_undocumented_private_attribute() -> None:
     found = []
+    # The core imports no Django (tests/test_project.py proves it): what it reads
+    # with an underscore is its own.
     for path in sources():
+        if path.relative_to(PACKAGE).parts[0] == "core":
+            continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
             for owner, name in PRIVATE_ATTRIBUTE.findall(line.split("#")[0]):
                 if name not in DOCUMENTED_PRIVATE:
