@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from project.agents import conversations
+from project.agents import conversations, factory
 from project.agents.coordinator import NOT_SAVED, start_conversation_session
 from sagents_django import services
 from sagents_django.core.limits import MAX_MESSAGE_BYTES
@@ -36,8 +36,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def fake_model(settings: Any, fake_llm: FakeOpenAIServer) -> FakeOpenAIServer:
+def fake_model(
+    settings: Any, fake_llm: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> FakeOpenAIServer:
     settings.SAGENTS = {"MODEL": fake_llm.model, "MODEL_PARAMS": fake_llm.model_params}
+    # Titles off: a title call would take a reply scripted for the agent.
+    monkeypatch.setattr(factory, "build_title_model", lambda: None)
     return fake_llm
 
 
