@@ -48,11 +48,30 @@ def extras() -> dict[str, set[str]]:
     }
 
 
-def imported_distributions(root: Path) -> set[str]:
-    """The distributions providing the third-party modules imported under ``root``."""
+def _guarded_by_import_error(tree: ast.AST) -> set[int]:
+    """ids of the import nodes inside ``try: ... except ImportError``: optional."""
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name)
+            and h.type.id in ("ImportError", "ModuleNotFoundError")
+            for h in node.handlers
+        ):
+            for stmt in node.body:
+                guarded |= {id(n) for n in ast.walk(stmt)}
+    return guarded
+
+
+def imported_distributions(root: Path, *, optional: bool = False) -> set[str]:
+    """The distributions providing the third-party modules imported under ``root``
+    (``optional``: only those imported under ``except ImportError``, else the rest)."""
     modules = set()
     for path in root.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        guarded = _guarded_by_import_error(tree)
+        for node in ast.walk(tree):
+            if (id(node) in guarded) != optional:
+                continue
             if isinstance(node, ast.Import):
                 modules |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -65,7 +84,16 @@ def imported_distributions(root: Path) -> set[str]:
 
 
 def test_install_requires_is_exactly_what_the_app_imports() -> None:
-    assert install_requires() == imported_distributions(REPO / "sagents_django")
+    always = imported_distributions(REPO / "sagents_django")
+    guarded = imported_distributions(REPO / "sagents_django", optional=True)
+    # Every unconditional import is required; every requirement is imported (a
+    # required module may also be imported under ``except ImportError``).
+    assert always <= install_requires() <= always | guarded
+
+
+def test_what_the_app_imports_only_if_installed_is_in_an_extra() -> None:
+    optional = imported_distributions(REPO / "sagents_django", optional=True)
+    assert optional - install_requires() <= extras()["full"]
 
 
 def test_deployment_pieces_are_extras_not_requirements() -> None:
