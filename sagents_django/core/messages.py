@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .limits import value_bounds_problem
+
 Role = Literal["system", "user", "assistant", "tool"]
 PartType = Literal["text", "thinking", "image", "file"]
 StopReason = Literal[
@@ -111,7 +113,26 @@ class ToolCall:
     """The parsed JSON arguments."""
     raw_arguments: str | None = None
     """The text the model sent when it was not a JSON object (then ``arguments`` is
-    empty and executing the call yields an error result the model can act on)."""
+    empty and executing the call yields an error result the model can act on), or
+    a note saying why its arguments were refused (see ``refusal``)."""
+
+    def __post_init__(self) -> None:
+        # Arguments too deep or too large for a stored state are replaced, however
+        # the call was made (a model, a person's edit, code), so that what a turn
+        # holds can always be saved; the model reads why in the call's result.
+        if self.raw_arguments is None and self.arguments:
+            problem = value_bounds_problem(self.arguments)
+            if problem is not None:
+                self.arguments = {}
+                self.raw_arguments = refused_arguments(problem)
+
+    @property
+    def refusal(self) -> str | None:
+        """Why the arguments were refused (too deep, too large), if they were."""
+        raw = self.raw_arguments
+        if raw is not None and raw.startswith(_REFUSED) and raw.endswith("]"):
+            return raw[len(_REFUSED) : -1]
+        return None
 
     def arguments_json(self) -> str:
         if self.raw_arguments is not None:
@@ -147,6 +168,15 @@ class ToolCall:
             arguments=arguments,
             raw_arguments=raw,
         )
+
+
+_REFUSED = "[arguments refused: "
+
+
+def refused_arguments(problem: str) -> str:
+    """What stands for refused arguments in ``ToolCall.raw_arguments``: short, so
+    it can be stored and sent back to the provider with the assistant message."""
+    return f"{_REFUSED}{problem}]"
 
 
 @dataclass(kw_only=True, slots=True)

@@ -24,7 +24,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .messages import ROLES, ContentPart, Message, StopReason, ToolCall, ToolResult
+from .limits import (
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
+    json_text_too_deep,
+    value_bounds_problem,
+)
+from .messages import (
+    ROLES,
+    ContentPart,
+    Message,
+    StopReason,
+    ToolCall,
+    ToolResult,
+    refused_arguments,
+)
 
 #: What the model reads after the text of a reply that did not finish.
 INTERRUPTED_NOTES: dict[StopReason, str] = {
@@ -138,15 +152,32 @@ def messages_from_openai(items: list[dict[str, Any]]) -> list[Message]:
 def parse_tool_arguments(
     raw: str | dict[str, Any] | None,
 ) -> tuple[dict[str, Any], str | None]:
-    """Arguments as a dict, plus the raw text when it was not a JSON object."""
+    """Arguments as a dict, plus the raw text when it was not a JSON object.
+
+    Arguments longer than ``MAX_ARGUMENT_CHARS`` or nested deeper than
+    ``MAX_ARGUMENT_DEPTH`` are refused before parsing (the nesting is measured
+    without recursion): the raw text is then a short note saying why
+    (``ToolCall.refusal``), and executing the call tells the model.
+    """
     if isinstance(raw, dict):
-        return raw, None
+        problem = value_bounds_problem(raw)
+        return (raw, None) if problem is None else ({}, refused_arguments(problem))
     if raw is None or raw.strip() == "":
         return {}, None
+    if len(raw) > MAX_ARGUMENT_CHARS:
+        return {}, refused_arguments(
+            f"they are {len(raw)} characters long; the limit is {MAX_ARGUMENT_CHARS}"
+        )
+    if json_text_too_deep(raw, MAX_ARGUMENT_DEPTH):
+        return {}, refused_arguments(
+            f"they nest deeper than {MAX_ARGUMENT_DEPTH} levels"
+        )
     try:
         value = json.loads(raw)
     except ValueError:
         return {}, raw
+    except RecursionError:  # pragma: no cover - the depth check comes first
+        return {}, refused_arguments("they nest too deep")
     if isinstance(value, dict):
         return value, None
     return {}, raw

@@ -22,14 +22,16 @@ from typing import Any
 
 from .approvals import CustomInterrupt, interrupt_from_dict
 from .exceptions import SerializationError, StateVersionError
+from .limits import MAX_STATE_DEPTH
 from .messages import Message
 from .middleware.base import MiddlewareEntry, is_restorable
 from .state import State
 from .todo import Todo
 
 CURRENT_VERSION = 1
-MAX_DEPTH = 100
-"""Deeper nesting in stored state is refused (a guard against hostile payloads)."""
+MAX_DEPTH = MAX_STATE_DEPTH
+"""Deeper nesting in stored state is refused (a guard against hostile payloads);
+``limits.MAX_STATE_DEPTH``, under the name this module always exported."""
 
 
 def current_version() -> int:

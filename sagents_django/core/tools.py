@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .exceptions import ConfigurationError
+from .limits import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, MAX_TOOL_RESULT_CHARS
 from .messages import ContentPart, Message, ToolCall, ToolResult
 
 if TYPE_CHECKING:
@@ -246,6 +247,14 @@ async def execute_tool_call(
 ) -> ToolResult:
     """Run one call to completion; every failure becomes an error result."""
     if call.raw_arguments is not None:
+        refusal = call.refusal
+        if refusal is not None:
+            return error_result(
+                call,
+                f"The arguments for tool {call.name!r} were refused: {refusal}. "
+                f"Send arguments at most {MAX_ARGUMENT_DEPTH} levels deep and "
+                f"{MAX_ARGUMENT_CHARS} characters long.",
+            )
         return error_result(
             call,
             f"Invalid JSON in the arguments for tool {call.name!r}: "
@@ -288,6 +297,8 @@ def to_tool_result(value: Any, call: ToolCall, found: Tool | None = None) -> Too
             value.tool_call_id = call.call_id
         if not value.name:
             value.name = call.name
+        if isinstance(value.content, str):
+            value.content = cap_result_text(value.content)
         if value.expand_messages:
             try:
                 value.expand_messages = expansion_messages(value.expand_messages)
@@ -298,7 +309,7 @@ def to_tool_result(value: Any, call: ToolCall, found: Tool | None = None) -> Too
         return ToolResult(
             tool_call_id=call.call_id,
             name=call.name,
-            content=value.summary,
+            content=cap_result_text(value.summary),
             display_text=display,
             processed_content=value.update,
             expand_messages=expansion_messages(value.messages),
@@ -307,14 +318,33 @@ def to_tool_result(value: Any, call: ToolCall, found: Tool | None = None) -> Too
     if isinstance(value, tuple) and len(value) == 2:
         value, update = value
     if not isinstance(value, str):
-        try:
-            value = json.dumps(value, ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            value = str(value)
+        value = _as_text(value)
     return ToolResult(
         tool_call_id=call.call_id,
         name=call.name,
-        content=value,
+        content=cap_result_text(value),
         display_text=display,
         processed_content=update,
     )
+
+
+def _as_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        return str(value)
+    except Exception:  # a value too deep even for repr
+        return f"<a {type(value).__name__} that cannot be shown as text>"
+
+
+def cap_result_text(text: str, limit: int = MAX_TOOL_RESULT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, with a note the model reads."""
+    if len(text) <= limit:
+        return text
+    note = (
+        f"\n\n[Result truncated: it was {len(text)} characters; the limit is "
+        f"{limit}. Ask for less at a time.]"
+    )
+    return text[: max(limit - len(note), 0)] + note

@@ -20,8 +20,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from sagents_django.core.limits import MAX_MESSAGE_BYTES
-from sagents_django.core.serialization import MAX_DEPTH
+from sagents_django.core.limits import MAX_MESSAGE_BYTES, MAX_STATE_DEPTH
 from sagents_django.exceptions import InvalidInput
 
 NUL = "\x00"
@@ -153,8 +152,8 @@ def _check_tree(value: Any, what: str) -> None:
         node, depth = pop()
         kind = type(node)
         if kind is dict:
-            if depth > MAX_DEPTH:
-                raise InvalidInput(f"{what} nests deeper than {MAX_DEPTH} levels")
+            if depth > MAX_STATE_DEPTH:
+                raise InvalidInput(f"{what} nests deeper than {MAX_STATE_DEPTH} levels")
             for key, item in node.items():
                 if type(key) is not str:
                     raise InvalidInput(
@@ -165,8 +164,8 @@ def _check_tree(value: Any, what: str) -> None:
                     continue
                 push((item, depth + 1))
         elif kind is list:
-            if depth > MAX_DEPTH:
-                raise InvalidInput(f"{what} nests deeper than {MAX_DEPTH} levels")
+            if depth > MAX_STATE_DEPTH:
+                raise InvalidInput(f"{what} nests deeper than {MAX_STATE_DEPTH} levels")
             for item in node:
                 if type(item) in _SCALARS:
                     continue
