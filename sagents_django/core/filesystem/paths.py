@@ -6,11 +6,13 @@ file. The namespace is rooted at ``/``; a relative path is read from the root (t
 reference's own examples use both forms). What a storage backend could misread is
 refused here with a message the model can act on: ``..`` and ``.`` segments, ``~``,
 NUL and other control characters, empty or whitespace-padded segments, names longer
-than a disk allows. Backslashes become slashes first, so ``..\\x`` is caught as ``..``.
+than a disk allows, paths deeper than ``MAX_PATH_SEGMENTS`` (each level may be a
+directory to create). Backslashes become slashes first, so ``..\\x`` is caught as ``..``.
 """
 
 from __future__ import annotations
 
+from ..limits import MAX_PATH_SEGMENTS
 from .errors import InvalidPath
 
 ROOT = "/"
@@ -45,8 +47,19 @@ def normalize_path(path: object) -> str:
         text = text[:-1]
     if text == ROOT:
         return ROOT
-    for segment in text[1:].split("/"):
+    if len(text) > MAX_PATH_BYTES:  # characters: fewer than bytes, never more
+        raise InvalidPath(
+            f"Path is too long ({len(text)} characters; the limit is "
+            f"{MAX_PATH_BYTES} bytes)."
+        )
+    segments = text[1:].split("/")
+    for segment in segments:
         _check_segment(segment, path)
+    if len(segments) > MAX_PATH_SEGMENTS:
+        raise InvalidPath(
+            f"Path {path[:60]!r}... is {len(segments)} levels deep; the limit is "
+            f"{MAX_PATH_SEGMENTS}. Use a shallower path."
+        )
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:

@@ -5,6 +5,10 @@ here one object per scope lives in the process (see ``registry``) and tool calls
 in worker threads, so the object is mutable and every operation holds its lock. Its
 methods raise ``FileSystemError`` subclasses whose messages are written for the model.
 
+Building one does no I/O: an agent is built on every turn, and a turn that never
+touches a file should never list storage. What the backends hold is indexed on the
+first operation that needs the map (see ``StorageMixin._index``).
+
 Storage is write-through: a write reaches the config's backend before the method
 returns, and a failing backend leaves the map unchanged. Files under no config live
 in memory only. Persisted files listed by a backend are indexed without content and
@@ -24,6 +28,7 @@ from typing import Any, Literal
 
 from .. import events
 from ..exceptions import ConfigurationError
+from ..limits import MAX_FILE_BYTES
 from .config import FileSystemConfig
 from .debounce import Debouncer
 from .entries import FileEntry, Persistence, byte_size
@@ -51,7 +56,7 @@ from .storage import StorageMixin
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_FILE_SIZE = 1024 * 1024
+DEFAULT_MAX_FILE_SIZE = MAX_FILE_BYTES
 """1 MiB: about 250,000 tokens, more than a model should write in one file."""
 DEFAULT_MAX_TOTAL_SIZE = 100 * 1024 * 1024
 ENTRY_FIELDS = ("title", "id", "file_type")
@@ -78,16 +83,15 @@ class FileSystemState(MoveMixin, StorageMixin):
         self._configs: dict[str, FileSystemConfig] = {}
         self._specific: list[FileSystemConfig] = []
         self._default: FileSystemConfig | None = None
-        self._index = EntryIndex(self._size_key)
+        self._entries = EntryIndex(self._size_key)
+        self._unlisted: list[FileSystemConfig] = []
         self._debouncer = Debouncer(self._on_timer)
         self._listeners: list[Listener] = []
         for config in configs:
             self._add_config(config)
-        with self._lock:
-            self._index_all()
 
     def __repr__(self) -> str:
-        return f"<FileSystemState {self.scope_json!r} files={len(self._index)}>"
+        return f"<FileSystemState {self.scope_json!r} files={len(self._entries)}>"
 
     # Configs ----------------------------------------------------------------------
     def _add_config(self, config: FileSystemConfig) -> None:
@@ -100,6 +104,7 @@ class FileSystemState(MoveMixin, StorageMixin):
         if config.default and self._default is not None:
             raise ConfigurationError("Only one FileSystemConfig may be the default")
         self._configs[config.key] = config
+        self._unlisted.append(config)  # indexed on first use
         if config.base_directory:
             self._specific.append(config)
             # The deepest base directory wins ("/a/b" before "/a").
@@ -108,11 +113,10 @@ class FileSystemState(MoveMixin, StorageMixin):
             self._default = config
 
     def register_persistence(self, config: FileSystemConfig) -> None:
-        """Add a config and index what its backend already stores."""
+        """Add a config; what its backend already stores is indexed on first use."""
         with self._lock:
             self._add_config(config)
-            self._index.recount()
-            self._index_config(config)
+            self._entries.recount()
 
     def get_persistence_configs(self) -> dict[str, FileSystemConfig]:
         return dict(self._configs)
@@ -129,6 +133,16 @@ class FileSystemState(MoveMixin, StorageMixin):
 
     def _persistence_of(self, path: str) -> Persistence:
         return "persisted" if self.config_for_path(path) else "memory"
+
+    def file_size_limit(self, path: str) -> int | None:
+        """The largest file allowed at ``path``, in bytes (None: no limit)."""
+        config = self.config_for_path(path)
+        limits = [
+            limit
+            for limit in (self.max_file_size, config.max_file_size if config else None)
+            if limit is not None
+        ]
+        return min(limits) if limits else None
 
     # Reading ----------------------------------------------------------------------
     def read_file(self, path: str) -> FileEntry:
@@ -149,6 +163,20 @@ class FileSystemState(MoveMixin, StorageMixin):
     def load_file(self, path: str) -> None:
         """Bring a persisted file's content into memory (no-op when loaded)."""
         self.read_file(path)
+
+    def peek_file(self, path: str) -> FileEntry:
+        """The entry at ``path`` with its content, without keeping content loaded
+        from storage in memory (for reading many files once, as a search does)."""
+        path = normalize_file_path(path)
+        with self._lock:
+            entry = self._index.get(path)
+            if entry is None or entry.loaded or entry.is_directory:
+                return self.read_file(path)
+            config = self.config_for_path(path)
+            if config is None:
+                return self.read_file(path)
+            stored = self._call(config, "load", entry)
+            return replace(stored, path=path, persistence="persisted", loaded=True)
 
     def file_exists(self, path: str) -> bool:
         try:

@@ -31,12 +31,26 @@ class StorageMixin:
 
     if TYPE_CHECKING:
         scope_key: Any
+        max_file_size: int | None
         _lock: Any
         _configs: dict[str, FileSystemConfig]
-        _index: EntryIndex
+        _entries: EntryIndex
+        _unlisted: list[FileSystemConfig]
         _debouncer: Debouncer
 
         def config_for_path(self, path: str) -> FileSystemConfig | None: ...
+
+    @property
+    def _index(self) -> EntryIndex:
+        """The map of entries. Every use goes through here, so the first one lists
+        what the backends of configs not indexed yet hold: building a filesystem
+        (or an agent over it) does no I/O. Callers hold the lock."""
+        if self._unlisted:
+            with self._lock:
+                pending, self._unlisted = self._unlisted, []
+                for config in pending:
+                    self._index_config(config)
+        return self._entries
 
     def _call(
         self, config: FileSystemConfig, method: str, entry: FileEntry, *args: Any
@@ -46,7 +60,7 @@ class StorageMixin:
         function = getattr(config.persistence, method, None)
         if function is None:
             return None
-        opts = config.build_storage_opts(self.scope_key)
+        opts = self._opts(config)
         try:
             return function(entry, *args, opts)
         except FileSystemError:
@@ -59,6 +73,18 @@ class StorageMixin:
                 f"Storage failed to {method.replace('_', ' ')} {entry.path}: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
+
+    def _opts(self, config: FileSystemConfig) -> dict[str, Any]:
+        """The config's storage opts; ``max_file_size`` is the smallest limit that
+        applies (the filesystem's or the config's), so a backend never reads a
+        larger file into memory."""
+        opts = config.build_storage_opts(self.scope_key)
+        limit = self.max_file_size
+        if limit is not None and (
+            opts.get("max_file_size") is None or opts["max_file_size"] > limit
+        ):
+            opts["max_file_size"] = limit
+        return opts
 
     def _store(self, config: FileSystemConfig, entry: FileEntry) -> FileEntry:
         """Write ``entry`` to storage; the stored entry, clean, content kept."""
@@ -230,14 +256,10 @@ class StorageMixin:
         return True
 
     # Indexing ---------------------------------------------------------------------
-    def _index_all(self) -> None:
-        for config in self._configs.values():
-            self._index_config(config)
-
     def _listed(self, config: FileSystemConfig) -> list[FileEntry] | None:
         try:
             listed = config.persistence.list_persisted_entries(
-                config.build_storage_opts(self.scope_key)
+                self._opts(config)
             )
         except Exception:
             logger.warning("Cannot list files of %s", config.mount, exc_info=True)
@@ -258,21 +280,23 @@ class StorageMixin:
 
     def _index_config(self, config: FileSystemConfig) -> None:
         for entry in self._listed(config) or []:
-            if entry.path not in self._index:
-                self._index.put(entry)
+            if entry.path not in self._entries:
+                self._entries.put(entry)
 
     def reset(self) -> None:
         """Back to what storage holds: memory files, unsaved changes and pending
-        writes are dropped, and persisted files are indexed again (unloaded)."""
+        writes are dropped, and persisted files are indexed again (unloaded, on
+        first use)."""
         with self._lock:
             self._debouncer.clear()
-            self._index.clear()
-            self._index_all()
+            self._entries.clear()
+            self._unlisted = list(self._configs.values())
 
     def refresh(self) -> None:
         """Merge what storage holds now (other workers' writes and deletes) into the
         map, keeping unsaved local changes and content that did not change."""
         with self._lock:
+            self._unlisted = []  # listed below, once
             for config in self._configs.values():
                 listed = self._listed(config)
                 if listed is None:

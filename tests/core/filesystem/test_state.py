@@ -422,6 +422,9 @@ def test_refresh_merges_other_writers_changes_and_keeps_unsaved_ones(
     theirs.write_file("/Memories/new.md", "theirs")
     theirs.write_file("/Memories/shared.md", "v2, longer")
     theirs.delete_file("/Memories/doomed.md")
+    # Their turn ends (a filesystem indexes storage on first use, so theirs knew
+    # shared.md and debounced its overwrite).
+    theirs.flush_all()
     mine.refresh()
     assert mine.read_file("/Memories/new.md").content == "theirs"
     assert mine.read_file("/Memories/shared.md").content == "v2, longer"

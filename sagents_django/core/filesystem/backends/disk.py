@@ -129,6 +129,11 @@ class DiskPersistence(Persistence):
                         "bytes are not read"
                     )
                 data = handle.read(limit + 1)
+                if len(data) > limit:  # it grew since fstat
+                    raise PersistenceError(
+                        f"{entry.path} is over {limit} bytes; files over {limit} "
+                        "bytes are not read"
+                    )
         record = sidecar.read_record(root, parts)
         return sidecar.entry_from_disk(
             entry.path, "file", info, record, content=_decode(data)
