@@ -1,69 +1,113 @@
 """Text operations behind the file tools, as pure functions on strings.
 
 Numbered views (``read_file``), exact replacements (``edit_file``), line ranges
-(``edit_lines``), searches (``search_text``) and ``ls`` patterns. Output formats follow
-the reference: six-column right-aligned line numbers and a tab, 1-based. Problems the
-model can fix raise ``EditError`` with a message for it.
+(``edit_lines``) and ``ls`` patterns (``search_text`` is in ``search``). Output formats
+follow the reference: six-column right-aligned line numbers and a tab, 1-based.
+Problems the model can fix raise ``EditError`` with a message for it.
 
-Search patterns are regular expressions written by a model, so a pathological one
-(``(a+)+$``) must not hang a worker: with the ``regex`` package (installed with
-litellm) every search has a time budget; with only ``re``, lines are cut to a length
-that bounds the damage.
+Every function is bounded by its input, never by what the model asks for: lines are
+found with ``str.find`` (a file of a million short lines is never split into a
+million strings), a view stops at ``MAX_TOOL_RESULT_CHARS``, an edit computes the
+size of its result before building it, and an ``ls`` pattern is matched in linear
+time (a regular expression made from ``*a*a*a*c`` backtracks exponentially).
 """
 
 from __future__ import annotations
 
-import re
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any
 
-from .errors import FileSystemError
-
-_regex: ModuleType | None
-try:  # pragma: no cover - which branch runs depends on the environment
-    import regex as _regex
-except ImportError:  # pragma: no cover
-    _regex = None
+from ..limits import MAX_PATTERN_CHARS, MAX_TOOL_RESULT_CHARS
+from .entries import byte_size
+from .errors import FileSystemError, SizeLimitExceeded
 
 DEFAULT_READ_LIMIT = 2000
 MAX_LINE_CHARS = 2000
-SEARCH_BUDGET_SECONDS = 2.0
-_RE_LINE_CAP = 10_000
+_BLOCK = 1 << 16
+"""Characters counted at a time while looking for a line by number."""
 
 
 class EditError(FileSystemError):
     """An edit or search the model asked for cannot be done as asked."""
 
 
-def number_lines(content: str, offset: int = 0, limit: int = DEFAULT_READ_LIMIT) -> str:
-    """``content`` with line numbers, ``limit`` lines from ``offset`` (0-based)."""
-    lines = content.split("\n")
-    total = len(lines)
-    selected = lines[offset : offset + limit]
-    if not content or not selected:
-        return "File is empty or offset is beyond file length."
-    body = "\n".join(
-        f"{offset + i + 1:>6}\t{_cut(line)}" for i, line in enumerate(selected)
-    )
-    if offset > 0 or offset + limit < total:
-        end = min(offset + limit, total)
-        return f"Showing lines {offset + 1} to {end} of {total}:\n{body}"
-    return body
-
-
-def _cut(line: str) -> str:
+def cut_line(line: str) -> str:
     if len(line) > MAX_LINE_CHARS:
         return line[:MAX_LINE_CHARS] + "... (line truncated)"
     return line
 
 
+def line_count(content: str) -> int:
+    return content.count("\n") + 1
+
+
+def line_start(content: str, index: int) -> int:
+    """Where line ``index`` (0-based, < ``line_count``) starts in ``content``."""
+    position, remaining = 0, index
+    # Whole blocks first (a count in C), then the last newlines one by one.
+    while remaining:
+        end = min(position + _BLOCK, len(content))
+        found = content.count("\n", position, end)
+        if found >= remaining:
+            break
+        remaining -= found
+        position = end
+    for _ in range(remaining):
+        position = content.index("\n", position) + 1
+    return position
+
+
+def number_lines(
+    content: str,
+    offset: int = 0,
+    limit: int = DEFAULT_READ_LIMIT,
+    *,
+    max_chars: int = MAX_TOOL_RESULT_CHARS,
+) -> str:
+    """``content`` with line numbers, ``limit`` lines from ``offset`` (0-based),
+    stopping before ``max_chars`` characters with a note on how to read on."""
+    total = line_count(content)
+    if not content or offset >= total:
+        return "File is empty or offset is beyond file length."
+    position = line_start(content, offset)
+    last = min(offset + limit, total)
+    lines: list[str] = []
+    size = 0
+    number = offset
+    while number < last:
+        end = content.find("\n", position)
+        if end < 0:
+            end = len(content)
+        line = f"{number + 1:>6}\t{cut_line(content[position : min(end, position + MAX_LINE_CHARS + 1)])}"
+        if lines and size + len(line) + 1 > max_chars:
+            break
+        lines.append(line)
+        size += len(line) + 1
+        number += 1
+        position = end + 1
+    body = "\n".join(lines)
+    if number < last:
+        return (
+            f"Showing lines {offset + 1} to {number} of {total}:\n{body}\n"
+            f"(Output truncated at {max_chars} characters; continue with "
+            f"offset={number}.)"
+        )
+    if offset > 0 or last < total:
+        return f"Showing lines {offset + 1} to {last} of {total}:\n{body}"
+    return body
+
+
 def replace_text(
-    content: str, old: str, new: str, *, replace_all: bool = False
+    content: str,
+    old: str,
+    new: str,
+    *,
+    replace_all: bool = False,
+    max_bytes: int | None = None,
 ) -> tuple[str, int]:
-    """``content`` with ``old`` replaced; the new text and the number of replacements."""
+    """``content`` with ``old`` replaced; the new text and the number of replacements.
+
+    With ``max_bytes``, a result larger than that is refused before it is built.
+    """
     if old == "":
         raise EditError("old_string is empty; give the exact text to replace.")
     if old == new:
@@ -76,6 +120,15 @@ def replace_text(
             f"String appears {count} times in file. Use replace_all: true or provide "
             "more context in old_string."
         )
+    if max_bytes is not None:
+        growth = count * (byte_size(new) - byte_size(old))
+        size = byte_size(content) + growth
+        if growth > 0 and size > max_bytes:
+            raise SizeLimitExceeded(
+                f"Replacing {count} occurrence(s) would make the file {size} bytes; "
+                f"the limit per file is {max_bytes} bytes. Replace fewer occurrences "
+                "or shorten new_string."
+            )
     return content.replace(old, new), count
 
 
@@ -84,134 +137,80 @@ def _preview(text: str) -> str:
 
 
 def replace_lines(
-    content: str, start_line: int, end_line: int, new_content: str
+    content: str,
+    start_line: int,
+    end_line: int,
+    new_content: str,
+    *,
+    max_bytes: int | None = None,
 ) -> tuple[str, int]:
     """Lines ``start_line``..``end_line`` (1-based, inclusive) replaced by
-    ``new_content``; the new text and how many lines were replaced."""
+    ``new_content``; the new text and how many lines were replaced. With
+    ``max_bytes``, a result larger than that is refused before it is built."""
     if start_line < 1:
         raise EditError("start_line must be >= 1 (line numbers are 1-based)")
     if end_line < start_line:
         raise EditError("end_line must be >= start_line")
-    lines = content.split("\n")
-    total = len(lines)
+    total = line_count(content)
     if start_line > total:
         raise EditError(
             f"start_line {start_line} is beyond file length ({total} lines)"
         )
     if end_line > total:
         raise EditError(f"end_line {end_line} is beyond file length ({total} lines)")
-    updated = lines[: start_line - 1] + new_content.split("\n") + lines[end_line:]
-    return "\n".join(updated), end_line - start_line + 1
-
-
-# Search ---------------------------------------------------------------------------
-@dataclass(kw_only=True, slots=True)
-class Match:
-    line_number: int
-    line: str
-    before: list[str] = field(default_factory=list)
-    after: list[str] = field(default_factory=list)
-
-
-class Searcher:
-    """A compiled pattern with a time budget shared by every file it searches."""
-
-    def __init__(
-        self,
-        pattern: str,
-        *,
-        case_sensitive: bool = True,
-        budget: float = SEARCH_BUDGET_SECONDS,
-    ) -> None:
-        flags = 0 if case_sensitive else re.IGNORECASE
-        engine: Any = _regex or re
-        errors: tuple[type[Exception], ...] = (
-            re.error,
-            getattr(_regex, "error", re.error),
-        )
-        try:
-            self._compiled = engine.compile(pattern, flags)
-        except errors as exc:
-            raise EditError(f"Invalid regex pattern: {pattern!r} ({exc})") from None
-        self._deadline = time.monotonic() + budget
-
-    def _search(self, line: str) -> bool:
-        if _regex is None:
-            return self._compiled.search(line[:_RE_LINE_CAP]) is not None
-        remaining = self._deadline - time.monotonic()
-        try:
-            if remaining <= 0:
-                raise TimeoutError
-            return self._compiled.search(line, timeout=remaining) is not None
-        except TimeoutError:
-            raise EditError(
-                "The search took too long; use a simpler pattern or search one file."
-            ) from None
-
-    def matches(
-        self, content: str, *, context_lines: int = 0, max_results: int = 50
-    ) -> tuple[list[Match], bool]:
-        """Matching lines of ``content`` (at most ``max_results``) and whether more
-        matched."""
-        lines = content.split("\n")
-        found: list[Match] = []
-        for index, line in enumerate(lines):
-            if not self._search(line):
-                continue
-            if len(found) == max_results:
-                return found, True
-            start = max(0, index - context_lines)
-            found.append(
-                Match(
-                    line_number=index + 1,
-                    line=line,
-                    before=lines[start:index] if context_lines else [],
-                    after=lines[index + 1 : index + 1 + context_lines]
-                    if context_lines
-                    else [],
-                )
+    head = line_start(content, start_line - 1)
+    # The newline ending end_line stays (the next line keeps its own start).
+    tail = line_start(content, end_line) - 1 if end_line < total else len(content)
+    if max_bytes is not None:
+        size = byte_size(content) - byte_size(content[head:tail])
+        size += byte_size(new_content)
+        if size > max_bytes:
+            raise SizeLimitExceeded(
+                f"The edit would make the file {size} bytes; the limit per file is "
+                f"{max_bytes} bytes. Split the content into smaller files."
             )
-        return found, False
-
-
-def format_search_results(
-    results: list[tuple[str, list[Match]]], max_results: int, truncated: bool
-) -> str:
-    if not any(matches for _, matches in results):
-        return "No matches found"
-    out: list[str] = []
-    for path, matches in results:
-        if not matches:
-            continue
-        out += ["", f"File: {path}"]
-        for match in matches:
-            first = match.line_number - len(match.before)
-            out += [f"{first + i:>6} |\t{_cut(t)}" for i, t in enumerate(match.before)]
-            out.append(f"{match.line_number:>6}\t{_cut(match.line)}")
-            out += [
-                f"{match.line_number + 1 + i:>6} |\t{_cut(t)}"
-                for i, t in enumerate(match.after)
-            ]
-    text = "\n".join(out[1:])  # no blank line before the first file
-    if truncated:
-        text += f"\n\n(Results truncated at {max_results} matches)"
-    return text
+    return content[:head] + new_content + content[tail:], end_line - start_line + 1
 
 
 # ls patterns ----------------------------------------------------------------------
 def pattern_matcher(pattern: str) -> Callable[[str], bool]:
     """A test for paths: ``*`` matches any characters (slashes too); a pattern not
     starting with ``/`` or ``*`` may also match from below the root ("Chapter 1/*"
-    matches "/Chapter 1/a.md"); a pattern without ``*`` matches as a substring."""
+    matches "/Chapter 1/a.md"); a pattern without ``*`` matches as a substring.
+
+    Matching is linear: the literal pieces between stars are found left to right
+    (with only ``*`` as a wildcard, the leftmost place of each piece is always a
+    right one), never by backtracking.
+    """
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise EditError(
+            f"The pattern is {len(pattern)} characters long; the limit is "
+            f"{MAX_PATTERN_CHARS}."
+        )
     if "*" not in pattern:
         return lambda path: pattern in path
-    text = "".join(".*" if ch == "*" else re.escape(ch) for ch in pattern)
-    compiled = re.compile(text, re.DOTALL)
+    pieces = pattern.split("*")
     rooted = pattern.startswith(("/", "*"))
 
     def match(path: str) -> bool:
-        if compiled.fullmatch(path):
+        if _glob(pieces, path):
             return True
-        return not rooted and bool(compiled.fullmatch(path[1:]))
+        return not rooted and _glob(pieces, path[1:])
 
     return match
+
+
+def _glob(pieces: list[str], text: str) -> bool:
+    first, last = pieces[0], pieces[-1]
+    if len(first) + len(last) > len(text):
+        return False
+    if not text.startswith(first) or not text.endswith(last):
+        return False
+    position, end = len(first), len(text) - len(last)
+    for piece in pieces[1:-1]:
+        if piece:
+            found = text.find(piece, position, end)
+            if found < 0:
+                return False
+            position = found + len(piece)
+    return True

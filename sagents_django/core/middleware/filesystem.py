@@ -8,25 +8,29 @@ registry's filesystem for ``filesystem_scope`` (option, else the agent's, else
 next turn of another conversation of the same scope.
 
 Every path the model sends goes through the filesystem's validation; anything
-refused, missing, read-only or too large comes back as an error tool result with a
-message the model can act on, never an exception. Tool functions are ``async`` and
-run the filesystem call in a worker thread (its events still reach the turn's
-handlers: ``events.emit`` is thread-safe). Changes waiting on a debounce are flushed
-around every model call, so none outlives the turn.
+refused, missing, read-only, too large or too slow comes back as an error tool result
+with a message the model can act on, never an exception. Tool functions are
+``async`` and run the filesystem call (``filesystem.operations``) in a worker thread
+(its events still reach the turn's handlers: ``events.emit`` is thread-safe), within
+a time budget (``time_budget``, ``limits.FILE_TOOL_TIME_BUDGET`` by default) and
+without holding the GIL for long, so the event loop keeps running. Attaching the
+middleware does no I/O: storage is listed on the first tool call. Changes waiting on
+a debounce are flushed around every model call, so none outlives the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError
+from ..filesystem.budget import Deadline
 from ..filesystem.config import FileSystemConfig
 from ..filesystem.entries import FileEntry
-from ..filesystem.errors import FileNotFound, FileSystemError, PathIsDirectory
-from ..filesystem.paths import is_within, normalize_file_path, normalize_path
+from ..filesystem.errors import FileSystemError
+from ..filesystem.operations import FileOperations
+from ..filesystem.paths import normalize_file_path
 from ..filesystem.prompts import (
     DESCRIPTIONS,
     DISPLAY_TEXT,
@@ -40,15 +44,7 @@ from ..filesystem.state import (
     DEFAULT_MAX_TOTAL_SIZE,
     FileSystemState,
 )
-from ..filesystem.text import (
-    DEFAULT_READ_LIMIT,
-    Searcher,
-    format_search_results,
-    number_lines,
-    pattern_matcher,
-    replace_lines,
-    replace_text,
-)
+from ..limits import FILE_TOOL_TIME_BUDGET
 from ..messages import ToolResult
 from ..tools import Tool
 from .base import Middleware
@@ -109,6 +105,7 @@ class FileSystem(Middleware):
         max_file_size: int | None = DEFAULT_MAX_FILE_SIZE,
         max_total_size: int | None = DEFAULT_MAX_TOTAL_SIZE,
         max_ls_entries: int = MAX_LS_ENTRIES,
+        time_budget: float = FILE_TOOL_TIME_BUDGET,
     ) -> None:
         super().__init__(
             enabled_tools=enabled_tools,
@@ -122,6 +119,7 @@ class FileSystem(Middleware):
             max_file_size=max_file_size,
             max_total_size=max_total_size,
             max_ls_entries=max_ls_entries,
+            time_budget=time_budget,
         )
         self.enabled_tools = list(ALL_TOOLS if enabled_tools is None else enabled_tools)
         self.custom_tool_descriptions = dict(custom_tool_descriptions or {})
@@ -149,6 +147,11 @@ class FileSystem(Middleware):
         self.max_file_size = max_file_size
         self.max_total_size = max_total_size
         self.max_ls_entries = max_ls_entries
+        if not isinstance(time_budget, int | float) or not time_budget > 0:
+            raise ConfigurationError(
+                f"time_budget must be a positive number of seconds, not {time_budget!r}"
+            )
+        self.time_budget = float(time_budget)
         self._filesystem = filesystem
         self._refreshed = False
 
@@ -221,21 +224,11 @@ class FileSystem(Middleware):
 
     # Tools ------------------------------------------------------------------------
     def tools(self) -> list[Tool]:
-        operations: dict[str, Callable[[dict[str, Any]], str]] = {
-            "ls": self._ls,
-            "read_file": self._read_file,
-            "write_file": self._write_file,
-            "edit_file": self._edit_file,
-            "search_text": self._search_text,
-            "edit_lines": self._edit_lines,
-            "delete_file": self._delete_file,
-            "move_file": self._move_file,
-        }
-        return [self._tool(name, operations[name]) for name in self.enabled_tools]
+        return [self._tool(name) for name in self.enabled_tools]
 
-    def _tool(self, name: str, operation: Callable[[dict[str, Any]], str]) -> Tool:
+    def _tool(self, name: str) -> Tool:
         async def function(args: dict[str, Any], _context: Any) -> str | ToolResult:
-            return await self._run(operation, args)
+            return await self._run(name, args)
 
         return Tool(
             name=name,
@@ -245,156 +238,44 @@ class FileSystem(Middleware):
             display_text=DISPLAY_TEXT[name],
         )
 
-    async def _run(
-        self, operation: Callable[[dict[str, Any]], str], args: dict[str, Any]
-    ) -> str | ToolResult:
+    async def _run(self, name: str, args: dict[str, Any]) -> str | ToolResult:
+        deadline = Deadline(self.time_budget)
+
         def work() -> str | ToolResult:
             try:
                 if not self._refreshed:
                     # Once per turn: see what other workers stored meanwhile.
                     self._refreshed = True
                     self.filesystem.refresh()
-                return operation(args)
-            except FileSystemError as exc:
-                return ToolResult(
-                    tool_call_id="", name="", content=str(exc), is_error=True
+                operations = FileOperations(
+                    self.filesystem,
+                    entry_to_map=self.entry_to_map,
+                    max_ls_entries=self.max_ls_entries,
                 )
+                return operations.by_name()[name](args, deadline)
+            except FileSystemError as exc:
+                return _error(str(exc))
 
-        # The events the call emits reach the turn's loop from the worker thread
-        # (``events.emit`` is thread-safe).
-        return await asyncio.to_thread(work)
-
-    def _ls(self, args: dict[str, Any]) -> str:
-        pattern = args.get("pattern") or None
-        entries = self.filesystem.list_entries()
-        if pattern:
-            directory = _directory_named(self.filesystem, pattern)
-            if directory is not None:
-                entries = [
-                    e
-                    for e in entries
-                    if is_within(e.path, directory) and e.path != directory
-                ]
-            else:
-                match = pattern_matcher(pattern)
-                entries = [e for e in entries if match(e.path)]
-        if not entries:
-            return (
-                f"No files match pattern: {pattern}"
-                if pattern
-                else "No files in filesystem"
+        # The call runs in a worker thread (the events it emits reach the turn's
+        # loop: ``events.emit`` is thread-safe), checks its deadline between bounded
+        # steps, and is no longer waited for a little after it: a thread cannot be
+        # killed, but the turn never waits for one past its budget.
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(work), self.time_budget + _GRACE_SECONDS
             )
-        shown = entries[: self.max_ls_entries]
-        text = json.dumps(
-            [self.entry_to_map(e) for e in shown], ensure_ascii=False, default=str
-        )
-        if len(entries) > len(shown):
-            text += (
-                f"\n({len(entries) - len(shown)} more entries not shown; narrow the "
-                "listing with a pattern)"
+        except TimeoutError:
+            return _error(
+                f"{name} did not finish within {self.time_budget:g} seconds, the time "
+                "budget of one call. If it changes files it may still complete: "
+                "check with ls or read_file before trying again."
             )
-        return text
-
-    def _file(self, path: Any) -> FileEntry:
-        entry = self.filesystem.read_file(path)
-        if entry.is_directory:
-            raise PathIsDirectory(
-                f"{entry.path} is a directory; use ls to see its files."
-            )
-        return entry
-
-    def _read_file(self, args: dict[str, Any]) -> str:
-        entry = self._file(args["file_path"])
-        offset = int(args.get("offset") or 0)
-        limit = int(args.get("limit") or DEFAULT_READ_LIMIT)
-        return number_lines(entry.content or "", offset, limit)
-
-    def _write_file(self, args: dict[str, Any]) -> str:
-        entry = self.filesystem.write_file(args["file_path"], args["content"])
-        return json.dumps(self.entry_to_map(entry), ensure_ascii=False, default=str)
-
-    def _edit_file(self, args: dict[str, Any]) -> str:
-        with self.filesystem.locked():
-            entry = self._file(args["file_path"])
-            text, count = replace_text(
-                entry.content or "",
-                args["old_string"],
-                args["new_string"],
-                replace_all=bool(args.get("replace_all", False)),
-            )
-            self.filesystem.write_file(entry.path, text)
-        more = f" ({count} replacements)" if count > 1 else ""
-        return f"File edited successfully: {entry.path}{more}"
-
-    def _edit_lines(self, args: dict[str, Any]) -> str:
-        start, end = int(args["start_line"]), int(args["end_line"])
-        with self.filesystem.locked():
-            entry = self._file(args["file_path"])
-            text, count = replace_lines(
-                entry.content or "", start, end, args["new_content"]
-            )
-            self.filesystem.write_file(entry.path, text)
-        return (
-            f"File edited successfully: {entry.path}\n"
-            f"Replaced {count} lines ({start}-{end})"
-        )
-
-    def _search_text(self, args: dict[str, Any]) -> str:
-        searcher = Searcher(
-            args["pattern"], case_sensitive=bool(args.get("case_sensitive", True))
-        )
-        context_lines = int(args.get("context_lines") or 0)
-        max_results = int(args.get("max_results") or 50)
-        if args.get("file_path"):
-            entry = self._file(args["file_path"])
-            matches, truncated = searcher.matches(
-                entry.content or "",
-                context_lines=context_lines,
-                max_results=max_results,
-            )
-            return format_search_results(
-                [(entry.path, matches)], max_results, truncated
-            )
-        results, total, truncated = [], 0, False
-        for path in self.filesystem.list_files():
-            if total >= max_results:
-                truncated = True
-                break
-            try:
-                entry = self.filesystem.read_file(path)
-            except FileNotFound:
-                continue  # deleted meanwhile
-            matches, more = searcher.matches(
-                entry.content or "",
-                context_lines=context_lines,
-                max_results=max_results - total,
-            )
-            if matches:
-                results.append((path, matches))
-                total += len(matches)
-            truncated = truncated or more
-        return format_search_results(results, max_results, truncated)
-
-    def _delete_file(self, args: dict[str, Any]) -> str:
-        path = normalize_file_path(args["file_path"])
-        self.filesystem.delete_file(path)
-        return f"File deleted successfully: {path}"
-
-    def _move_file(self, args: dict[str, Any]) -> str:
-        old, new = (
-            normalize_file_path(args["old_path"]),
-            normalize_file_path(args["new_path"]),
-        )
-        moved = self.filesystem.move_file(old, new)
-        return f"Moved successfully: {old} -> {new} ({len(moved)} entries)"
 
 
-def _directory_named(filesystem: FileSystemState, pattern: str) -> str | None:
-    """The directory ``pattern`` names, when it names one (no wildcard)."""
-    if "*" in pattern:
-        return None
-    try:
-        path = normalize_path(pattern)
-    except FileSystemError:
-        return None
-    return path if filesystem.is_directory(path) else None
+_GRACE_SECONDS = 0.25
+"""How long past its budget a call is waited for, so that the call's own, more
+precise message (from its deadline check) usually wins."""
+
+
+def _error(text: str) -> ToolResult:
+    return ToolResult(tool_call_id="", name="", content=text, is_error=True)
