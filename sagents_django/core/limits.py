@@ -47,20 +47,24 @@ is refused on save and on load, a guard against hostile payloads and recursion."
 ARGUMENTS_PATH: tuple[str, ...] = (
     "the envelope {'version', 'state', ...}",
     "state",
-    "interrupt_data (a paused sub-agent's interrupt)",
+    "messages",
+    "the tool message",
+    "tool_results",
+    "the paused task call's result",
+    "interrupt_data",
     "_run (the paused sub-agent)",
     "its envelope",
     "state",
     "messages",
-    "one message",
+    "its assistant message",
     "tool_calls",
-    "one tool call",
+    "the call",
 )
 """The containers above a tool call's ``arguments`` where they sit deepest in a stored
 state: in the conversation of a sub-agent paused for approval, which travels inside
-its parent's interrupt (``core.subagents.SubAgentRun.dump``). A call of the agent
-itself sits four levels higher (envelope, state, messages, message, tool_calls, call).
-A test builds both from the real serializers and checks this path's length."""
+the interrupt data of its ``task`` call's result (``SubAgentRun.dump``). A call of the
+agent itself sits eight levels higher (envelope, state, messages, message,
+tool_calls, call). A test finds this path in a state made by the real serializers."""
 
 ARGUMENTS_ENVELOPE_DEPTH = len(ARGUMENTS_PATH)
 """Levels a stored state adds above a tool call's arguments, at most."""
@@ -140,9 +144,7 @@ def json_text_too_deep(text: str, limit: int) -> bool:
         # the text a lot, passes are cheap; once it does not, there are few peaks,
         # hence few runs of brackets to walk one by one.
         peaks = data.count(b"[]")
-        if peaks == 0:
-            return False  # unbalanced: not JSON, the parser says so
-        if peaks * 32 < len(data):
+        if peaks * 32 < len(data):  # no peak at all: unclosed brackets, counted too
             return _runs_too_deep(data, limit - removed)
         data = data.replace(b"[]", b"")
         removed += 1
@@ -156,7 +158,7 @@ def _runs_too_deep(data: bytes, limit: int) -> bool:
     # sum of the first i+1 of those minus the sum of the first i runs of "]".
     runs = _RUN.findall(data)
     if runs and runs[0][:1] != b"[":
-        return False  # starts with a closing bracket: not JSON
+        return False  # the parser stops at that closing bracket
     opens = accumulate(map(len, runs[0::2]))
     closes = accumulate(map(len, runs[1::2]), initial=0)
     return max(map(operator.sub, opens, closes), default=0) > limit
