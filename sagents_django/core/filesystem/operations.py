@@ -25,7 +25,7 @@ from .errors import (
     PersistenceError,
 )
 from .paths import is_within, normalize_file_path, normalize_path
-from .search import Searcher, format_search_results
+from .search import MATCHES_MAX_CHARS, Searcher, format_search_results
 from .state import FileSystemState
 from .text import (
     DEFAULT_READ_LIMIT,
@@ -95,7 +95,7 @@ class FileOperations:
                 else "No files in filesystem"
             )
         items: list[str] = []
-        size = 2
+        size = 200  # room for the brackets and the closing note
         for entry in entries[: self.max_ls_entries]:
             item = json.dumps(self.entry_to_map(entry), ensure_ascii=False, default=str)
             if items and size + len(item) + 2 > MAX_TOOL_RESULT_CHARS:
@@ -186,7 +186,7 @@ class FileOperations:
         results, total, chars, truncated = [], 0, 0, False
         skipped: list[str] = []
         for path in self.filesystem.list_files():
-            if total >= max_results or chars >= MAX_TOOL_RESULT_CHARS:
+            if total >= max_results or chars >= MATCHES_MAX_CHARS:
                 truncated = True
                 break
             try:
@@ -202,12 +202,12 @@ class FileOperations:
                 entry.content or "",
                 context_lines=context_lines,
                 max_results=max_results - total,
-                max_chars=MAX_TOOL_RESULT_CHARS - chars,
+                max_chars=MATCHES_MAX_CHARS - chars - len(path) - 8,
             )
             if matches:
                 results.append((path, matches))
                 total += len(matches)
-                chars += sum(m.size() for m in matches)
+                chars += sum(m.size() for m in matches) + len(path) + 8
             truncated = truncated or more
         text = format_search_results(results, max_results, truncated)
         if skipped:

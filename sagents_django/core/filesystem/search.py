@@ -35,6 +35,9 @@ from .text import MAX_LINE_CHARS, EditError, cut_line
 _LINE_BYTES = MAX_LINE_CHARS * 4 + 4
 """Bytes decoded of a long line: enough for MAX_LINE_CHARS characters and a mark."""
 _HINT = "use a simpler pattern, or search one file (file_path)."
+MATCHES_MAX_CHARS = MAX_TOOL_RESULT_CHARS - 2000
+"""What the matching lines of one search may take, leaving room for file headers
+and the closing note within MAX_TOOL_RESULT_CHARS."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -92,7 +95,7 @@ class Searcher:
         *,
         context_lines: int = 0,
         max_results: int = 50,
-        max_chars: int = MAX_TOOL_RESULT_CHARS,
+        max_chars: int = MATCHES_MAX_CHARS,
     ) -> tuple[list[Match], bool]:
         """Matching lines of ``content`` (at most ``max_results``, and about
         ``max_chars`` characters with their context) and whether more matched."""
@@ -116,7 +119,7 @@ class Searcher:
             line_end = data.find(b"\n", start)
             if line_end < 0:
                 line_end = size
-            if len(found) >= max_results or chars >= max_chars:
+            if len(found) >= max_results:
                 return found, True
             line_number += data.count(b"\n", counted, line_start)
             counted = line_start
@@ -126,8 +129,10 @@ class Searcher:
                 before=_lines_before(data, line_start, context_lines),
                 after=_lines_after(data, line_end, context_lines),
             )
-            found.append(item)
             chars += item.size()
+            if chars > max_chars:
+                return found, True
+            found.append(item)
             pos = line_end + 1
         return found, False
 

@@ -71,7 +71,7 @@ def number_lines(
     position = line_start(content, offset)
     last = min(offset + limit, total)
     lines: list[str] = []
-    size = 0
+    size = 200  # room for the header and the note
     number = offset
     while number < last:
         end = content.find("\n", position)
