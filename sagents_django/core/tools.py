@@ -174,8 +174,10 @@ class Tool:
         errors = sorted(self._validator.iter_errors(arguments), key=lambda e: e.path)
         if not errors:
             return None
+        # A message quotes the bad value, which may be megabytes: keep it short.
         details = "; ".join(
-            f"{'/'.join(str(p) for p in e.absolute_path) or 'arguments'}: {e.message}"
+            f"{'/'.join(str(p) for p in e.absolute_path)[:100] or 'arguments'}: "
+            f"{_shorten(e.message)}"
             for e in errors[:5]
         )
         return f"Invalid arguments for tool {self.name!r}: {details}"
@@ -326,6 +328,14 @@ def to_tool_result(value: Any, call: ToolCall, found: Tool | None = None) -> Too
         display_text=display,
         processed_content=update,
     )
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    """``text`` without its middle when long (the end says what is wrong)."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}...({len(text) - 2 * half} characters)...{text[-half:]}"
 
 
 def _as_text(value: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..limits import MAX_PATTERN_CHARS
 from .text import DEFAULT_READ_LIMIT
 
 SYSTEM_PROMPT = """\
@@ -102,7 +103,9 @@ Can search within a specific file or across all files.
 Returns matches with line numbers and optional context lines.
 
 Usage:
-- Provide pattern (required) - text or regex to search for
+- Provide pattern (required) - text or regex to search for (RE2 syntax: no
+  look-around or back-references; a match stays within one line, and ^ and $
+  match at line starts and ends)
 - Provide file_path (optional) - if omitted, searches all files
 - Set case_sensitive (optional, default: true)
 - Set context_lines (optional, default: 0) - lines before/after to show
@@ -173,6 +176,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         {
             "pattern": {
                 "type": "string",
+                "maxLength": MAX_PATTERN_CHARS,
                 "description": "Optional wildcard pattern to filter files (e.g., "
                 "'*summary*', '*.md', '/Chapter 1/*')",
             }
@@ -235,7 +239,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         {
             "pattern": {
                 "type": "string",
-                "description": "Text or regex pattern to search for",
+                "maxLength": MAX_PATTERN_CHARS,
+                "description": "Text or regex pattern (RE2 syntax) to search for",
             },
             "file_path": {
                 "type": "string",

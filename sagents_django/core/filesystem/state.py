@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
 from .. import events
 from ..exceptions import ConfigurationError
@@ -34,8 +34,6 @@ from .debounce import Debouncer
 from .entries import FileEntry, Persistence, byte_size
 from .errors import (
     FileExists,
-    FileNotFound,
-    InvalidEntry,
     InvalidPath,
     PathIsDirectory,
     PathNotDirectory,
@@ -49,22 +47,20 @@ from .paths import (
     basename,
     normalize_file_path,
     normalize_path,
-    valid_name,
 )
 from .scope import canonical_scope, scope_to_json
 from .storage import StorageMixin
+from .updates import UpdateMixin
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_FILE_SIZE = MAX_FILE_BYTES
 """1 MiB: about 250,000 tokens, more than a model should write in one file."""
 DEFAULT_MAX_TOTAL_SIZE = 100 * 1024 * 1024
-ENTRY_FIELDS = ("title", "id", "file_type")
 Listener = Callable[[str, dict[str, Any]], Any]
-PersistMode = Literal["immediate", "debounce"]
 
 
-class FileSystemState(MoveMixin, StorageMixin):
+class FileSystemState(UpdateMixin, MoveMixin, StorageMixin):
     """The files of one scope, with their persistence configs."""
 
     def __init__(
@@ -342,77 +338,6 @@ class FileSystemState(MoveMixin, StorageMixin):
         with self._lock:
             for entry in checked:
                 self._index.put(entry)
-
-    def update_entry(
-        self,
-        path: str,
-        attrs: Mapping[str, Any],
-        *,
-        persist: PersistMode = "immediate",
-    ) -> FileEntry:
-        """Change ``title``, ``id`` and/or ``file_type`` (not content)."""
-        unknown = sorted(set(attrs) - set(ENTRY_FIELDS))
-        if unknown:
-            raise InvalidEntry(
-                f"Cannot update {', '.join(unknown)}; only {', '.join(ENTRY_FIELDS)} "
-                "can be changed."
-            )
-        for key, value in attrs.items():
-            if value is not None and not isinstance(value, str):
-                raise InvalidEntry(f"{key} must be a string or None, not {value!r}")
-        title = attrs.get("title")
-        if title is not None and not valid_name(title):
-            raise InvalidEntry(
-                f"Title {title!r} cannot contain '/' or NUL, be empty or be padded "
-                "with whitespace."
-            )
-
-        def change(entry: FileEntry) -> FileEntry:
-            diff = {k: v for k, v in attrs.items() if getattr(entry, k) != v}
-            return replace(entry, **diff) if diff else entry
-
-        return self._update(path, change, persist, "update")
-
-    def update_custom_metadata(
-        self,
-        path: str,
-        custom: Mapping[str, Any],
-        *,
-        persist: PersistMode = "immediate",
-    ) -> FileEntry:
-        """Merge ``custom`` into the entry's ``metadata.custom``."""
-        return self._update(
-            path, lambda entry: entry.with_custom(dict(custom)), persist, "update"
-        )
-
-    def _update(
-        self,
-        path: str,
-        change: Callable[[FileEntry], FileEntry],
-        persist: PersistMode,
-        verb: str,
-    ) -> FileEntry:
-        path = normalize_file_path(path)
-        with self._lock:
-            entry = self._index.get(path)
-            if entry is None:
-                raise FileNotFound(f"File not found: {path}")
-            config = self.config_for_path(path)
-            self._check_writable(config, path, verb)
-            updated = change(entry)
-            if updated is entry:
-                return entry
-            if updated.persistence == "persisted":
-                updated = replace(updated, dirty_non_content=True)
-            self._index.put(updated)
-            if config is not None and updated.persistence == "persisted":
-                if persist == "debounce":
-                    self._debouncer.schedule(path, config.debounce_ms or 5000)
-                else:
-                    self._persist(path)
-            updated = self._index.get(path) or updated
-        self._announce([("file_updated", path)])
-        return updated
 
     # Helpers ----------------------------------------------------------------------
     def _is_mount(self, path: str) -> bool:

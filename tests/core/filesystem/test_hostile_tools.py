@@ -134,7 +134,16 @@ CASES = [
         "ls",
         {"pattern": "x" * 1001},
         names200,
-        says="the limit is 1000",
+        says="is too long",
+        max_chars=1000,
+    ),
+    Case(
+        "ls pattern of 3 million characters",
+        "ls",
+        {"pattern": "*" * 3_000_000},
+        names200,
+        says="is too long",
+        max_chars=1000,
     ),
     Case(
         "ls listing of huge paths",
@@ -374,7 +383,8 @@ CASES = [
         "search_text pattern too long",
         "search_text",
         {"pattern": "x" * 1001},
-        says="the limit is 1000",
+        says="is too long",
+        max_chars=1000,
     ),
     Case(
         "search_text look-behind",
