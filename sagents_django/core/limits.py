@@ -23,7 +23,6 @@ from typing import Any
 
 __all__ = [
     "ARGUMENTS_ENVELOPE_DEPTH",
-    "ARGUMENTS_PATH",
     "FILE_TOOL_TIME_BUDGET",
     "MAX_ARGUMENT_CHARS",
     "MAX_ARGUMENT_DEPTH",
@@ -32,9 +31,12 @@ __all__ = [
     "MAX_PATH_SEGMENTS",
     "MAX_PATTERN_CHARS",
     "MAX_STATE_DEPTH",
+    "MAX_SUBAGENT_NESTING",
     "MAX_TOOL_RESULT_CHARS",
+    "OWN_CALL_PATH",
     "REGEX_MAX_MEMORY",
     "REGEX_WORK_PER_CALL",
+    "SUBAGENT_LEVEL_PATH",
     "json_text_too_deep",
     "value_bounds_problem",
 ]
@@ -44,30 +46,41 @@ MAX_STATE_DEPTH = 100
 """Deepest nesting of a stored document (a serialized state, a display row): deeper
 is refused on save and on load, a guard against hostile payloads and recursion."""
 
-ARGUMENTS_PATH: tuple[str, ...] = (
+OWN_CALL_PATH: tuple[str, ...] = (
     "the envelope {'version', 'state', ...}",
     "state",
     "messages",
+    "the assistant message",
+    "tool_calls",
+    "the call",
+)
+"""The containers above the ``arguments`` of a call the agent itself made, in its
+stored state (``serialize_server_state``)."""
+
+SUBAGENT_LEVEL_PATH: tuple[str, ...] = (
+    "messages",
     "the tool message",
     "tool_results",
-    "the paused task call's result",
+    "the task call's result",
     "interrupt_data",
     "_run (the paused sub-agent)",
     "its envelope",
     "state",
-    "messages",
-    "its assistant message",
-    "tool_calls",
-    "the call",
 )
-"""The containers above a tool call's ``arguments`` where they sit deepest in a stored
-state: in the conversation of a sub-agent paused for approval, which travels inside
-the interrupt data of its ``task`` call's result (``SubAgentRun.dump``). A call of the
-agent itself sits eight levels higher (envelope, state, messages, message,
-tool_calls, call). A test finds this path in a state made by the real serializers."""
+"""What each sub-agent paused for approval adds above the calls of its own
+conversation: that conversation travels inside the interrupt data of the ``task``
+call's result in its parent's state (``SubAgentRun.dump``), once per level."""
 
-ARGUMENTS_ENVELOPE_DEPTH = len(ARGUMENTS_PATH)
-"""Levels a stored state adds above a tool call's arguments, at most."""
+MAX_SUBAGENT_NESTING = 3
+"""Deepest chain of sub-agents: a sub-agent may start sub-agents, which may start
+their own, this many levels below the agent; deeper, ``task`` answers with an error."""
+
+ARGUMENTS_ENVELOPE_DEPTH = len(OWN_CALL_PATH) + MAX_SUBAGENT_NESTING * len(
+    SUBAGENT_LEVEL_PATH
+)
+"""Levels a stored state adds above a tool call's arguments, at most (a call of a
+sub-agent nested ``MAX_SUBAGENT_NESTING`` deep). A test finds these paths in states
+made by the real serializers."""
 
 MAX_ARGUMENT_DEPTH = MAX_STATE_DEPTH - ARGUMENTS_ENVELOPE_DEPTH
 """Deepest tool-call arguments the core accepts (the arguments object is level 1):

@@ -9,7 +9,9 @@ process; the agent itself is rebuilt from code (its config) on resume.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,6 +26,25 @@ if TYPE_CHECKING:
     from .tools import Tool
 
 SubAgentStatus = Literal["idle", "running", "interrupted", "completed", "error"]
+
+# How many sub-agents deep the running code is: each level's paused conversation is
+# stored inside its parent's, so the depth of a stored state grows with it (see
+# ``limits.MAX_SUBAGENT_NESTING``). A context variable follows the turn's tasks.
+_nesting: ContextVar[int] = ContextVar("sagents_subagent_nesting", default=0)
+
+
+def subagent_nesting() -> int:
+    """How many sub-agents deep the running code is (0: in the agent itself)."""
+    return _nesting.get()
+
+
+@contextlib.contextmanager
+def _one_level_down() -> Iterator[None]:
+    token = _nesting.set(_nesting.get() + 1)
+    try:
+        yield
+    finally:
+        _nesting.reset(token)
 
 
 @dataclass(kw_only=True)
@@ -102,9 +123,13 @@ class SubAgentRun:
     ) -> SubAgentRun:
         """Run the task; ``cancel`` is the parent's token (one Stop stops all)."""
         self.status = "running"
-        result = await self.agent.execute(
-            self.state, callbacks=callbacks, until_tool=self.until_tool, cancel=cancel
-        )
+        with _one_level_down():
+            result = await self.agent.execute(
+                self.state,
+                callbacks=callbacks,
+                until_tool=self.until_tool,
+                cancel=cancel,
+            )
         return self._settle(result)
 
     async def resume(
@@ -115,13 +140,14 @@ class SubAgentRun:
         cancel: CancelToken | None = None,
     ) -> SubAgentRun:
         """Continue after a pause; ``InvalidResume`` leaves this run untouched."""
-        result = await self.agent.resume(
-            self.state,
-            decisions,
-            callbacks=callbacks,
-            until_tool=self.until_tool,
-            cancel=cancel,
-        )
+        with _one_level_down():
+            result = await self.agent.resume(
+                self.state,
+                decisions,
+                callbacks=callbacks,
+                until_tool=self.until_tool,
+                cancel=cancel,
+            )
         return self._settle(result)
 
     def _settle(self, result: AgentResult) -> SubAgentRun:

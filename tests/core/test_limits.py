@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,18 +16,20 @@ from sagents_django.core.limits import (
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
     MAX_STATE_DEPTH,
+    MAX_SUBAGENT_NESTING,
     MAX_TOOL_RESULT_CHARS,
+    OWN_CALL_PATH,
+    SUBAGENT_LEVEL_PATH,
     json_text_too_deep,
     value_bounds_problem,
 )
-from sagents_django.core.middleware.subagent import SubAgent
 from sagents_django.core.openai_format import parse_tool_arguments
 from sagents_django.core.serialization import (
     deserialize_server_state,
     serialize_server_state,
 )
-from sagents_django.core.subagents import SubAgentConfig
 from sagents_django.core.testing import ScriptedModel
+from tests.core.subagent_chains import chain
 
 MARK = "marker-of-the-arguments"
 SEEN: list[dict[str, Any]] = []
@@ -102,50 +105,49 @@ def test_the_depth_scan_finds_a_5000_deep_nest_without_recursing() -> None:
     assert not json_text_too_deep(json.dumps({"a": "[" * 5000}), MAX_ARGUMENT_DEPTH)
 
 
-def test_the_envelope_depth_is_where_a_paused_subagents_arguments_are_stored() -> None:
-    # A sub-agent that pauses for approval on echo: its conversation (with the call)
-    # travels inside the parent's interrupt, the deepest place arguments are kept.
-    arguments = {MARK: 1}
-    model = ScriptedModel(
-        [
-            Message.assistant(
-                tool_calls=[
-                    ToolCall(
-                        call_id="t1",
-                        name="task",
-                        arguments={"instructions": "x", "subagent_type": "echoer"},
-                    )
-                ]
-            ),
-            Message.assistant(
-                tool_calls=[ToolCall(call_id="e1", name="echo", arguments=arguments)]
-            ),
+@pytest.mark.parametrize("levels", range(MAX_SUBAGENT_NESTING + 1))
+def test_each_sub_agent_level_adds_the_levels_the_limits_module_counts(
+    levels: int,
+) -> None:
+    # The deepest copy of a call's arguments is in the conversation of the deepest
+    # sub-agent paused for approval, inside every level above it.
+    agent = chain(levels, json.dumps({MARK: 1}), "Done.")
+    result = agent.execute_sync([Message.user("Go")])
+    assert result.status == ("interrupted" if levels else "completed"), result.error
+    stored = serialize_server_state(agent, result.state)
+    expected = len(OWN_CALL_PATH) + levels * len(SUBAGENT_LEVEL_PATH) + 1
+    assert _deepest_marker(stored) == expected
+    if levels == MAX_SUBAGENT_NESTING:
+        assert expected == ARGUMENTS_ENVELOPE_DEPTH + 1
+
+
+def test_a_sub_agent_below_the_deepest_level_is_refused_as_a_tool_error() -> None:
+    # The deepest allowed sub-agent asks for one more: it reads an error, does the
+    # work itself (the echo), and every level answers up the chain.
+    agent = chain(
+        MAX_SUBAGENT_NESTING + 1,
+        json.dumps({MARK: 1}),
+        *[f"level {n} done" for n in range(MAX_SUBAGENT_NESTING, 0, -1)],
+        "Done.",
+    )
+    result = agent.execute_sync([Message.user("Go")])
+    assert result.status == "completed", result.error
+    told = [
+        m["content"]
+        for request in agent.model.requests
+        for m in request.messages
+        if m.get("role") == "tool" and "nested at most" in str(m.get("content"))
+    ]
+    assert (
+        told
+        == [
+            f"Sub-agents can be nested at most {MAX_SUBAGENT_NESTING} levels deep, and "
+            "this one is at that depth: do the task yourself."
         ]
+        * len(told)
+        and told
     )
-    echoer = SubAgentConfig(
-        name="echoer",
-        description="Echoes with approval.",
-        tools=[ECHO],
-        interrupt_on={"echo": True},
-    )
-    parent = Agent(
-        model=model,
-        middleware=[(SubAgent, {"subagents": [echoer], "general_purpose": False})],
-        replace_default_middleware=True,
-    )
-    result = parent.execute_sync([Message.user("Go")])
-    assert result.status == "interrupted", result.error
-    stored = serialize_server_state(parent, result.state)
-    # The deepest copy sits inside the sub-agent's own messages, at the level the
-    # limits module computes; the action request the parent shows sits higher.
-    [paused] = stored["state"]["messages"][2]["tool_results"]
-    run_state = paused["interrupt_data"]["_run"]["state"]
-    assert _deepest_marker(run_state["state"]["messages"]) > 0
-    assert _deepest_marker(stored) == ARGUMENTS_ENVELOPE_DEPTH + 1
-    # A call of the agent itself sits shallower.
-    direct = agent_calling(json.dumps(arguments))
-    own = serialize_server_state(direct, direct.execute_sync(["Go"]).state)
-    assert _deepest_marker(own) < ARGUMENTS_ENVELOPE_DEPTH + 1
+    assert MARK not in json.dumps(serialize_server_state(agent, result.state))
 
 
 def _deepest_marker(document: Any, level: int = 1) -> int:

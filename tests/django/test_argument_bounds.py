@@ -4,36 +4,27 @@ error the model reads, and the turn that carries it is saved too."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from sagents_django import services
-from sagents_django.core import Agent, Message, Tool, ToolCall
-from sagents_django.core.limits import MAX_ARGUMENT_DEPTH, MAX_STATE_DEPTH
-from sagents_django.core.middleware.subagent import SubAgent
+from sagents_django.core import Agent, Message
+from sagents_django.core.limits import (
+    MAX_ARGUMENT_DEPTH,
+    MAX_STATE_DEPTH,
+    MAX_SUBAGENT_NESTING,
+)
 from sagents_django.core.serialization import (
     deserialize_server_state,
     serialize_server_state,
 )
-from sagents_django.core.subagents import SubAgentConfig
 from sagents_django.core.testing import ScriptedModel
 from sagents_django.persistence import display_rows
 from sagents_django.scope import Scope
+from tests.core.subagent_chains import ECHO, chain, nested_json, raw_call
 
 pytestmark = pytest.mark.django_db
-
-ECHO = Tool(
-    name="echo",
-    description="Echo anything.",
-    function=lambda args, context: "echoed",
-    parameters={"type": "object"},
-)
-
-
-def nested_json(depth: int) -> str:
-    return '{"k":' * depth + "1" + "}" * depth
 
 
 def json_depth(value: Any) -> int:
@@ -44,45 +35,23 @@ def json_depth(value: Any) -> int:
     return 0
 
 
-def call(call_id: str, name: str, raw: str) -> Message:
-    return Message.assistant(
-        tool_calls=[ToolCall(call_id=call_id, name=name, raw_arguments=raw)]
-    )
-
-
 def direct_turn(depth: int) -> tuple[Agent, Any]:
     agent = Agent(
-        model=ScriptedModel([call("c1", "echo", nested_json(depth)), "Done."]),
+        model=ScriptedModel([raw_call("c1", "echo", nested_json(depth)), "Done."]),
         tools=[ECHO],
         replace_default_middleware=True,
     )
     return agent, agent.execute_sync([Message.user("Go")])
 
 
-def paused_subagent_turn(depth: int) -> tuple[Agent, Any]:
-    """A sub-agent paused for approval of an echo with arguments ``depth`` deep: its
-    conversation travels inside the parent's state, the deepest place they go."""
-    task = json.dumps({"instructions": "x", "subagent_type": "echoer"})
-    echoer = SubAgentConfig(
-        name="echoer",
-        description="Echoes with approval.",
-        tools=[ECHO],
-        interrupt_on={"echo": True},
-    )
-    parent = Agent(
-        model=ScriptedModel(
-            [call("t1", "task", task), call("e1", "echo", nested_json(depth))]
-        ),
-        middleware=[(SubAgent, {"subagents": [echoer], "general_purpose": False})],
-        replace_default_middleware=True,
-    )
-    return parent, parent.execute_sync([Message.user("Go")])
-
-
-def test_a_paused_subagent_with_arguments_at_the_limit_fills_the_state_and_is_stored(
+def test_the_deepest_paused_sub_agent_with_arguments_at_the_limit_is_stored(
     scope: Scope, conversation: Any
 ) -> None:
-    parent, result = paused_subagent_turn(MAX_ARGUMENT_DEPTH)
+    # Sub-agents nested as deep as allowed, the deepest paused for approval of a
+    # call whose arguments are as deep as allowed: the state is exactly as deep as
+    # the store accepts.
+    parent = chain(MAX_SUBAGENT_NESTING, nested_json(MAX_ARGUMENT_DEPTH))
+    result = parent.execute_sync([Message.user("Go")])
     assert result.status == "interrupted", result.error
     data = serialize_server_state(parent, result.state)
     assert json_depth(data) == MAX_STATE_DEPTH
@@ -90,7 +59,7 @@ def test_a_paused_subagent_with_arguments_at_the_limit_fills_the_state_and_is_st
     loaded = services.load_agent_state(scope, conversation.pk)
     assert loaded == data
     state = deserialize_server_state("p", loaded, middleware=parent.middleware)
-    assert state.interrupt_data is not None
+    assert state.interrupt is not None
 
 
 def test_a_call_at_the_limit_runs_and_its_turn_and_display_rows_are_stored(

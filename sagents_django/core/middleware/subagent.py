@@ -30,8 +30,14 @@ from typing import TYPE_CHECKING, Any
 from .. import events
 from ..approvals import SubAgentInterrupt, interrupt_from_dict
 from ..exceptions import ConfigurationError, InvalidResume, SerializationError
+from ..limits import MAX_SUBAGENT_NESTING
 from ..messages import ToolResult
-from ..subagents import CompiledSubAgent, SubAgentConfig, SubAgentRun
+from ..subagents import (
+    CompiledSubAgent,
+    SubAgentConfig,
+    SubAgentRun,
+    subagent_nesting,
+)
 from ..tools import Tool, ToolContext
 from .base import Interrupt, Middleware, Resume
 
@@ -190,6 +196,15 @@ class SubAgent(Middleware):
                 is_error=True,
                 content=f"Unknown subagent_type {subagent_type!r}; available: "
                 f"{', '.join(self.types())}.",
+            )
+        if subagent_nesting() >= MAX_SUBAGENT_NESTING:
+            # Deeper, a paused conversation could no longer be stored.
+            return ToolResult(
+                tool_call_id=call_id,
+                name=name,
+                is_error=True,
+                content=f"Sub-agents can be nested at most {MAX_SUBAGENT_NESTING} "
+                "levels deep, and this one is at that depth: do the task yourself.",
             )
         run = self._new_run(
             subagent_type,
