@@ -109,7 +109,9 @@ class StoragePersistence(Persistence):
     def load(self, entry: FileEntry, opts: StorageOpts) -> FileEntry:
         storage, root = self._where(opts)
         key = _key(root, entry.path, opts)
-        limit = opts.get("max_file_size") or self.max_read_bytes
+        limit = min(
+            opts.get("max_file_size") or self.max_read_bytes, self.max_read_bytes
+        )
         try:
             data = records.read(storage, key, limit)
         except records.MISSING:

@@ -107,7 +107,9 @@ class DiskPersistence(Persistence):
         root, parts = self._locate(entry.path, opts)
         if not parts:
             raise PathIsDirectory(f"{entry.path} is a directory")
-        limit = opts.get("max_file_size") or self.max_read_bytes
+        limit = min(
+            opts.get("max_file_size") or self.max_read_bytes, self.max_read_bytes
+        )
         with safe_io.open_directory(root, parts[:-1], create=False) as dfd:
             try:
                 fd = os.open(parts[-1], safe_io.READ_FLAGS, dir_fd=dfd)
