@@ -185,29 +185,36 @@ def value_bounds_problem(
 ) -> str | None:
     """Why a parsed JSON value is too deep or too large, else None.
 
-    Iterative; the size is estimated from the strings and keys (a lower bound of the
-    JSON text's length), enough to refuse a value far over ``max_chars``.
+    Iterative (and quick: it runs on every tool call made); the size is estimated
+    from the strings and keys, a lower bound of the JSON text's length, enough to
+    refuse a value far over ``max_chars``.
     """
     stack: list[tuple[Any, int]] = [(value, 1)]
     chars = 0
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
+            try:
+                chars += sum(map(len, node))  # keys: strings, in JSON
+            except TypeError:
+                chars += sum(len(k) for k in node if type(k) is str)
             items: Any = node.values()
-            chars += sum(len(k) + 4 for k in node if isinstance(k, str))
         elif isinstance(node, list | tuple):
             items = node
         else:
             continue
         if depth > max_depth:
             return f"they nest deeper than {max_depth} levels"
+        chars += 4 * len(items)
         for item in items:
-            if isinstance(item, str):
-                chars += len(item) + 2
-            elif isinstance(item, dict | list | tuple):
+            kind = type(item)
+            if kind is str:
+                chars += len(item)
+            elif kind not in _SCALARS:
                 stack.append((item, depth + 1))
-            else:
-                chars += 1
         if chars > max_chars:
             return f"they are longer than {max_chars} characters"
     return None
+
+
+_SCALARS = frozenset((int, float, bool, type(None)))
