@@ -37,6 +37,9 @@ from .text import (
 
 EntryToMap = Callable[[FileEntry], dict[str, Any]]
 Operation = Callable[[dict[str, Any], Deadline], str]
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+_LS_MAX_CHARS = MAX_TOOL_RESULT_CHARS - 200
+"""ls output, leaving room for the closing note."""
 UNLIMITED_EDIT_BYTES = 64 * MAX_FILE_BYTES
 """The largest result of one edit on a filesystem configured without any size
 limit: one edit never builds an unbounded string."""
@@ -94,18 +97,22 @@ class FileOperations:
                 if pattern
                 else "No files in filesystem"
             )
-        items: list[str] = []
-        size = 200  # room for the brackets and the closing note
-        for entry in entries[: self.max_ls_entries]:
-            item = json.dumps(self.entry_to_map(entry), ensure_ascii=False, default=str)
-            if items and size + len(item) + 2 > MAX_TOOL_RESULT_CHARS:
-                break
-            items.append(item)
-            size += len(item) + 2
-        text = "[" + ", ".join(items) + "]"
-        if len(entries) > len(items):
+        shown = [self.entry_to_map(e) for e in entries[: self.max_ls_entries]]
+        text = _JSON.encode(shown)
+        if len(text) > _LS_MAX_CHARS:
+            # Long paths: as many entries as fit, each encoded alone.
+            items: list[str] = []
+            size = 2
+            for item in map(_JSON.encode, shown):
+                if items and size + len(item) + 2 > _LS_MAX_CHARS:
+                    break
+                items.append(item)
+                size += len(item) + 2
+            text = "[" + ", ".join(items) + "]"
+            shown = shown[: len(items)]
+        if len(entries) > len(shown):
             text += (
-                f"\n({len(entries) - len(items)} more entries not shown; narrow the "
+                f"\n({len(entries) - len(shown)} more entries not shown; narrow the "
                 "listing with a pattern)"
             )
         return text
@@ -126,7 +133,7 @@ class FileOperations:
 
     def write_file(self, args: dict[str, Any], deadline: Deadline) -> str:
         entry = self.filesystem.write_file(args["file_path"], args["content"])
-        return json.dumps(self.entry_to_map(entry), ensure_ascii=False, default=str)
+        return _JSON.encode(self.entry_to_map(entry))
 
     def _edit_limit(self, path: str) -> int:
         limit = self.filesystem.file_size_limit(path)
