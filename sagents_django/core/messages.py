@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .limits import value_bounds_problem
+from .limits import MAX_MESSAGE_BYTES, value_bounds_problem
 
 Role = Literal["system", "user", "assistant", "tool"]
 PartType = Literal["text", "thinking", "image", "file"]
@@ -445,6 +445,25 @@ def _parts(content: str | list[ContentPart]) -> list[ContentPart]:
     if isinstance(content, str):
         return [ContentPart.text(content)] if content else []
     return content
+
+
+def message_size_problem(
+    message: Message, *, limit: int = MAX_MESSAGE_BYTES
+) -> str | None:
+    """Why ``message`` is too large to add to a conversation, else None: its stored
+    JSON is over ``limit`` UTF-8 bytes (``limits.MAX_MESSAGE_BYTES``). For checks
+    before a turn, so an oversized message is refused before any model call."""
+    chars = sum(len(p.content) for p in message.content)
+    if chars > limit:  # over on its characters alone: no need to encode it
+        return (
+            f"The message is at least {chars} bytes as stored JSON; the limit is "
+            f"{limit}."
+        )
+    text = json.dumps(message.to_dict(), ensure_ascii=False, default=str)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return None
+    return f"The message is {size} bytes as stored JSON; the limit is {limit}."
 
 
 def _check(condition: bool, problem: str) -> None:

@@ -15,6 +15,7 @@ from sagents_django.core.limits import (
     ARGUMENTS_ENVELOPE_DEPTH,
     MAX_ARGUMENT_CHARS,
     MAX_ARGUMENT_DEPTH,
+    MAX_MESSAGE_BYTES,
     MAX_STATE_DEPTH,
     MAX_SUBAGENT_NESTING,
     MAX_TOOL_RESULT_CHARS,
@@ -23,6 +24,7 @@ from sagents_django.core.limits import (
     json_text_too_deep,
     value_bounds_problem,
 )
+from sagents_django.core.messages import message_size_problem
 from sagents_django.core.openai_format import parse_tool_arguments
 from sagents_django.core.serialization import (
     deserialize_server_state,
@@ -266,3 +268,20 @@ def test_a_tool_returning_a_value_too_deep_to_print_gives_a_result() -> None:
     )
     [result] = agent.execute_sync(["Go"]).state.messages[2].tool_results
     assert "cannot be shown as text" in result.content
+
+
+def test_a_message_over_the_size_limit_is_named_before_a_turn() -> None:
+    assert message_size_problem(Message.user("hello")) is None
+    big = Message.user("x" * MAX_MESSAGE_BYTES)
+    size = len(json.dumps(big.to_dict()))
+    assert size > MAX_MESSAGE_BYTES
+    assert message_size_problem(big) == (
+        f"The message is {size} bytes as stored JSON; the limit is {MAX_MESSAGE_BYTES}."
+    )
+    huge = Message.user("x" * (MAX_MESSAGE_BYTES * 2))
+    assert f"at least {MAX_MESSAGE_BYTES * 2} bytes" in (
+        message_size_problem(huge) or ""
+    )
+    # Bytes, not characters: 3 bytes each in UTF-8.
+    assert message_size_problem(Message.user("€" * 400), limit=1000) is not None
+    assert message_size_problem(Message.user("€" * 300), limit=1000) is None
