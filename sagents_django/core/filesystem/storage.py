@@ -218,6 +218,12 @@ class StorageMixin:
         self._index.put(stored)
         return stored
 
+    def has_pending(self) -> bool:
+        """Whether changes wait for their debounce: a lock-free look (a dict's length
+        under the GIL), for the event loop, which must never wait on this lock
+        while a tool call in a worker thread holds it."""
+        return len(self._debouncer) > 0
+
     @property
     def pending_paths(self) -> list[str]:
         """Paths with changes waiting for their debounce."""

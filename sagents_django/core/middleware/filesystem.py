@@ -210,7 +210,7 @@ class FileSystem(Middleware):
         return state
 
     async def _flush(self) -> None:
-        if self._filesystem is not None and self._filesystem.pending_paths:
+        if self._filesystem is not None and self._filesystem.has_pending():
             await asyncio.to_thread(self._filesystem.flush_all)
 
     def debug_summary(self) -> dict[str, Any]:

@@ -537,3 +537,35 @@ async def test_a_heavy_search_stops_working_soon_after_its_budget(
     assert not second.is_error and "/ab.txt" in second.content
     assert elapsed < BUDGET + SLACK
     assert max(gaps) < MAX_GAP
+
+
+class SlowPersistence(MemoryPersistence):
+    """A store whose writes take a while (a slow network disk)."""
+
+    def write(self, entry: Any, opts: dict[str, Any]) -> Any:
+        time.sleep(BUDGET * 2)
+        return super().write(entry, opts)
+
+
+async def test_a_call_past_its_budget_answers_at_the_budget_and_may_still_finish() -> (
+    None
+):
+    store = SlowPersistence()
+    fs = FileSystemState(
+        ("hostile", "slow"),
+        configs=[FileSystemConfig(default=True, persistence=store)],
+    )
+    result, elapsed, gaps = await call_tool(
+        fs, "write_file", {"file_path": "/late.txt", "content": "late"}
+    )
+    assert result.is_error
+    assert "did not finish within 1 seconds" in result.content
+    assert "may still complete" in result.content
+    assert elapsed < BUDGET + SLACK
+    assert gaps and max(gaps) < MAX_GAP
+    # The write was not cut in the middle: it completes in its thread.
+    for _ in range(100):
+        if store.paths():
+            break
+        await asyncio.sleep(0.05)
+    assert "/late.txt" in store.paths()
