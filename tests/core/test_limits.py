@@ -116,7 +116,7 @@ def test_each_sub_agent_level_adds_the_levels_the_limits_module_counts(
     agent = chain(levels, json.dumps({MARK: 1}), "Done.")
     result = agent.execute_sync([Message.user("Go")])
     assert result.status == ("interrupted" if levels else "completed"), result.error
-    stored = serialize_server_state(agent, result.state)
+    stored = serialize_server_state(result.state)
     expected = len(OWN_CALL_PATH) + levels * len(SUBAGENT_LEVEL_PATH) + 1
     assert _deepest_marker(stored) == expected
     if levels == MAX_SUBAGENT_NESTING:
@@ -149,7 +149,7 @@ def test_a_sub_agent_below_the_deepest_level_is_refused_as_a_tool_error() -> Non
         * len(told)
         and told
     )
-    assert MARK not in json.dumps(serialize_server_state(agent, result.state))
+    assert MARK not in json.dumps(serialize_server_state(result.state))
 
 
 def _deepest_marker(document: Any, level: int = 1) -> int:
@@ -181,7 +181,7 @@ def test_arguments_nested_5000_deep_are_a_tool_error_not_a_recursion_error() -> 
     # What the state keeps of the call is short and serializable.
     [call] = result.state.messages[1].tool_calls
     assert call.arguments == {} and len(call.raw_arguments or "") < 200
-    stored = serialize_server_state(None, result.state)
+    stored = serialize_server_state(result.state)
     assert json_depth(stored) <= MAX_STATE_DEPTH
     deserialize_server_state("a", json.loads(json.dumps(stored)))
 

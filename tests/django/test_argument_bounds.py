@@ -35,13 +35,13 @@ def json_depth(value: Any) -> int:
     return 0
 
 
-def direct_turn(depth: int) -> tuple[Agent, Any]:
+def direct_turn(depth: int) -> Any:
     agent = Agent(
         model=ScriptedModel([raw_call("c1", "echo", nested_json(depth)), "Done."]),
         tools=[ECHO],
         replace_default_middleware=True,
     )
-    return agent, agent.execute_sync([Message.user("Go")])
+    return agent.execute_sync([Message.user("Go")])
 
 
 def test_the_deepest_paused_sub_agent_with_arguments_at_the_limit_is_stored(
@@ -53,7 +53,7 @@ def test_the_deepest_paused_sub_agent_with_arguments_at_the_limit_is_stored(
     parent = chain(MAX_SUBAGENT_NESTING, nested_json(MAX_ARGUMENT_DEPTH))
     result = parent.execute_sync([Message.user("Go")])
     assert result.status == "interrupted", result.error
-    data = serialize_server_state(parent, result.state)
+    data = serialize_server_state(result.state)
     assert json_depth(data) == MAX_STATE_DEPTH
     services.save_agent_state(scope, conversation.pk, data)
     loaded = services.load_agent_state(scope, conversation.pk)
@@ -65,11 +65,11 @@ def test_the_deepest_paused_sub_agent_with_arguments_at_the_limit_is_stored(
 def test_a_call_at_the_limit_runs_and_its_turn_and_display_rows_are_stored(
     scope: Scope, conversation: Any
 ) -> None:
-    agent, result = direct_turn(MAX_ARGUMENT_DEPTH)
+    result = direct_turn(MAX_ARGUMENT_DEPTH)
     assert result.status == "completed", result.error
     [tool_result] = result.state.messages[2].tool_results
     assert not tool_result.is_error
-    data = serialize_server_state(agent, result.state)
+    data = serialize_server_state(result.state)
     services.save_agent_state(scope, conversation.pk, data)
     assert services.load_agent_state(scope, conversation.pk) == data
     rows = [row for m in result.state.messages for row in display_rows(m)]
@@ -81,12 +81,12 @@ def test_a_call_at_the_limit_runs_and_its_turn_and_display_rows_are_stored(
 def test_one_level_more_is_a_tool_error_and_the_turn_is_stored(
     scope: Scope, conversation: Any
 ) -> None:
-    agent, result = direct_turn(MAX_ARGUMENT_DEPTH + 1)
+    result = direct_turn(MAX_ARGUMENT_DEPTH + 1)
     assert result.status == "completed", result.error
     [tool_result] = result.state.messages[2].tool_results
     assert tool_result.is_error
     assert f"nest deeper than {MAX_ARGUMENT_DEPTH} levels" in tool_result.content
-    data = serialize_server_state(agent, result.state)
+    data = serialize_server_state(result.state)
     services.save_agent_state(scope, conversation.pk, data)
     loaded = deserialize_server_state(
         "a", services.load_agent_state(scope, conversation.pk)
@@ -104,9 +104,9 @@ def test_one_level_more_is_a_tool_error_and_the_turn_is_stored(
 def test_a_call_5000_deep_is_a_tool_error_and_the_turn_is_stored(
     scope: Scope, conversation: Any
 ) -> None:
-    agent, result = direct_turn(5000)
+    result = direct_turn(5000)
     assert result.state.messages[2].tool_results[0].is_error
     services.save_agent_state(
-        scope, conversation.pk, serialize_server_state(agent, result.state)
+        scope, conversation.pk, serialize_server_state(result.state)
     )
     assert services.load_agent_state(scope, conversation.pk) is not None

@@ -171,7 +171,7 @@ class FileSystemState(UpdateMixin, MoveMixin, StorageMixin):
             config = self.config_for_path(path)
             if config is None:
                 return self.read_file(path)
-            stored = self._call(config, "load", entry)
+            stored: FileEntry = self._call(config, "load", entry)
             return replace(stored, path=path, persistence="persisted", loaded=True)
 
     def file_exists(self, path: str) -> bool:

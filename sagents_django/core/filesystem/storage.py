@@ -264,9 +264,7 @@ class StorageMixin:
     # Indexing ---------------------------------------------------------------------
     def _listed(self, config: FileSystemConfig) -> list[FileEntry] | None:
         try:
-            listed = config.persistence.list_persisted_entries(
-                self._opts(config)
-            )
+            listed = config.persistence.list_persisted_entries(self._opts(config))
         except Exception:
             logger.warning("Cannot list files of %s", config.mount, exc_info=True)
             return None

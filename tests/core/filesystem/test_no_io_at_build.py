@@ -35,11 +35,9 @@ class RecordingPersistence(MemoryPersistence):
         self.calls.append("delete")
         super().delete(entry, opts)
 
-    def list_persisted_entries(
-        self, scope_key: Any, opts: dict[str, Any]
-    ) -> list[FileEntry]:
+    def list_persisted_entries(self, opts: dict[str, Any]) -> list[FileEntry]:
         self.calls.append("list_persisted_entries")
-        return super().list_persisted_entries(scope_key, opts)
+        return super().list_persisted_entries(opts)
 
 
 def _store(recorder: RecordingPersistence, scope: Any) -> None:
