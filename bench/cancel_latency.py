@@ -4,7 +4,7 @@ What it measures: for each place a turn can be waiting when Stop is pressed (the
 scenarios of tests/core/cancel_places.py: the first byte, mid-stream, a silent gap,
 tool-call arguments streaming, a retry's backoff sleep, an async tool, a sub-agent of
 a sub-agent, and a sync tool), the time from ``token.cancel()`` (called from another
-thread, as the runtime's listener will) to the return of ``Agent.execute``. The fake
+thread, as the runtime's listener will) to the return of ``Agent.aexecute``. The fake
 server would keep the turn waiting ``--long`` seconds there. For the sync tool, which
 runs in a thread that cannot be interrupted, the time counts from the end of the tool
 call (it finishes; nothing after it may start). Every place runs on both transports

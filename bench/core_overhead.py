@@ -1,6 +1,6 @@
 """Per-step overhead of the agent loop, with LangChain's deepagents beside it.
 
-What it measures: the wall time of one ``Agent.execute`` that runs a 20-step tool
+What it measures: the wall time of one ``Agent.aexecute`` that runs a 20-step tool
 loop (19 responses calling a trivial sync ``echo`` tool, then a final answer),
 divided by 20, against an instant in-process model (``ScriptedModel``: the real chain
 of deltas, assembly and callbacks, no HTTP). Nothing is subtracted: what is left is
@@ -203,7 +203,7 @@ def ours_state(history: list[tuple[str, str]]) -> Any:
 async def run_ours(agent: Any, state: Any) -> tuple[float, float]:
     """(wall, CPU) seconds per step of one turn."""
     started, cpu = time.perf_counter(), time.process_time()
-    result = await agent.execute(state)
+    result = await agent.aexecute(state)
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu
     if result.status != "completed":

@@ -327,7 +327,7 @@ def display_callbacks(
 ) -> dict[str, Any]:
     """Agent callbacks that save each message and tool status as a turn goes.
 
-    Pass the result in ``callbacks=[...]`` of ``Agent.execute``/``resume``. They run
+    Pass the result in ``callbacks=[...]`` of ``Agent.aexecute``/``resume``. They run
     on the turn's event loop, so the (synchronous) persistence is reached through
     ``sync_to_async``; a failed write is logged and recorded by the persistence, and
     the turn goes on.

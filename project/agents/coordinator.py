@@ -2,7 +2,7 @@
 
 ``start_conversation_session`` loads the conversation through the caller's scope
 (another tenant's is not found), builds the agent with the factory, and restores the
-stored state through ``AgentPersistence``. ``await session.run_turn(text)`` then runs
+stored state through ``AgentPersistence``. ``await session.arun_turn(text)`` then runs
 one turn in this process: the user's message is saved, the agent runs with callbacks
 that save every message and tool-call status through ``DisplayMessagePersistence``,
 and the state is saved when the turn completes, fails or pauses for approval.
@@ -179,10 +179,10 @@ class Session:
             )
         self.revision = stored.revision
 
-    async def run_turn(self, text: str, **options: Any) -> AgentResult:
+    async def arun_turn(self, text: str, **options: Any) -> AgentResult:
         """Add the user's ``text`` and run the agent until the turn ends.
 
-        ``options`` go to ``Agent.execute`` (``max_runs``, ``cancel``...). The
+        ``options`` go to ``Agent.aexecute`` (``max_runs``, ``cancel``...). The
         result's ``status`` says how it ended; an ``interrupted`` turn waits for
         ``resume``. Refused before anything is written: a bad message
         (``InvalidInput``), a message while an approval waits (``InvalidResume``),
@@ -193,31 +193,37 @@ class Session:
         if self.state.interrupt_data:
             raise InvalidResume(
                 "The conversation waits for decisions on its interrupt; "
-                "call resume() with them first"
+                "call aresume() with them first"
             )
         message = Message.user(text)
         state = self.state.add_message(message)
         run_id = await sync_to_async(self._begin)("message", state, message)
         return await self._run(
             run_id,
-            lambda callbacks: self.agent.execute(state, callbacks=callbacks, **options),
+            lambda callbacks: self.agent.aexecute(
+                state, callbacks=callbacks, **options
+            ),
         )
 
-    async def resume(self, decisions: Any, **options: Any) -> AgentResult:
+    async def aresume(self, decisions: Any, **options: Any) -> AgentResult:
         """Continue a turn that paused for approval, with one decision per action
         request (``{"type": "approve"}``, ``"edit"`` with arguments, ``"reject"``)."""
         run_id = await sync_to_async(self._begin)("resume")
         state = self.state
         return await self._run(
             run_id,
-            lambda callbacks: self.agent.resume(
+            lambda callbacks: self.agent.aresume(
                 state, decisions, callbacks=callbacks, **options
             ),
         )
 
-    def run_turn_sync(self, text: str, **options: Any) -> AgentResult:
-        """``run_turn`` for code without an event loop (scripts, shells)."""
-        return async_to_sync(self.run_turn)(text, **options)
+    def run_turn(self, text: str, **options: Any) -> AgentResult:
+        """``arun_turn`` for code without an event loop (scripts, shells)."""
+        return async_to_sync(self.arun_turn)(text, **options)
+
+    def resume(self, decisions: Any, **options: Any) -> AgentResult:
+        """``aresume`` for code without an event loop (scripts, shells)."""
+        return async_to_sync(self.aresume)(decisions, **options)
 
     def _begin(
         self, trigger: str, state: State | None = None, message: Message | None = None

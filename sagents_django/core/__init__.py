@@ -79,7 +79,7 @@ from .preprocessing import (
     preprocess,
 )
 from .serialization import StateSerializer
-from .shortcuts import execute, execute_async, new
+from .shortcuts import aexecute, execute, new
 from .state import State, merge_states
 from .subagents import CompiledSubAgent, SubAgentConfig
 from .todo import Todo
@@ -155,13 +155,13 @@ __all__ = [
     "ToolContext",
     "ToolOutput",
     "ToolResult",
+    "aexecute",
     "apreprocess",
     "build_default_middleware",
     "count_tokens",
     "decision_from_dict",
     "emit",
     "execute",
-    "execute_async",
     "extract_display_items",
     "get_filesystem",
     "interrupt_from_dict",

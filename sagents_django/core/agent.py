@@ -1,6 +1,6 @@
 """Agent: a model, tools and a middleware stack, built from code on every turn.
 
-``await agent.execute(state)`` runs one turn and returns an ``AgentResult`` whose
+``await agent.aexecute(state)`` runs one turn and returns an ``AgentResult`` whose
 status is ``completed``, ``interrupted`` (with ``interrupt_data``), ``cancelled`` or
 ``error``: outcomes of a turn are results. Misuse of the API by the caller (bad
 decisions, a state that waits for decisions passed to ``execute``) raises.
@@ -175,7 +175,7 @@ class Agent:
         return next((e for e in self.middleware if e.id == middleware_id), None)
 
     # Running ----------------------------------------------------------------------
-    async def execute(
+    async def aexecute(
         self,
         state: State | Iterable[Any],
         *,
@@ -218,7 +218,7 @@ class Agent:
             finally:
                 await events.drain()
 
-    async def resume(
+    async def aresume(
         self,
         state: State,
         decisions: Any,
@@ -278,12 +278,13 @@ class Agent:
         keys = ", ".join(sorted(state.interrupt_data or {})) or "none"
         raise InvalidResume(f"No middleware handles this interrupt (its keys: {keys})")
 
-    def execute_sync(self, state: State | Iterable[Any], **options: Any) -> AgentResult:
-        """``execute`` for code without an event loop (scripts, Celery tasks)."""
-        return _run_sync(self.execute(state, **options))
+    def execute(self, state: State | Iterable[Any], **options: Any) -> AgentResult:
+        """``aexecute`` for code without an event loop (scripts, Celery tasks)."""
+        return _run_sync(self.aexecute(state, **options))
 
-    def resume_sync(self, state: State, decisions: Any, **options: Any) -> AgentResult:
-        return _run_sync(self.resume(state, decisions, **options))
+    def resume(self, state: State, decisions: Any, **options: Any) -> AgentResult:
+        """``aresume`` for code without an event loop."""
+        return _run_sync(self.aresume(state, decisions, **options))
 
     def _prepare(self, state: State) -> State:
         if not isinstance(state, State):
@@ -374,6 +375,6 @@ def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
     if running:
         coroutine.close()
         raise RuntimeError(
-            "execute_sync() was called in a running event loop; await execute()"
+            "execute() was called in a running event loop; await aexecute()"
         )
     return asyncio.run(coroutine)

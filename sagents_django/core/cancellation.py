@@ -35,7 +35,7 @@ class Cancelled(Exception):
 
 
 class CancelToken:
-    """Stops the turns it is passed to (``Agent.execute(..., cancel=token)``).
+    """Stops the turns it is passed to (``Agent.aexecute(..., cancel=token)``).
 
     ``cancel()`` may be called from any thread, any number of times; the first call
     wins and its ``reason`` is kept. A token is passed down to sub-agents, so one

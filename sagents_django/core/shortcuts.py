@@ -1,7 +1,7 @@
 """The top-level functions of Sagents' ``Sagents`` module, in Python form.
 
 ``new(**options)`` builds an Agent; ``execute(agent, state_or_messages)`` runs a turn
-and blocks; ``execute_async(...)`` is the awaitable form.
+and blocks; ``aexecute(...)`` is the awaitable form.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ def new(**options: Any) -> Agent:
 
 def execute(agent: Agent, state: State | Iterable[Any], **options: Any) -> AgentResult:
     """Run one turn and wait for it (for code without an event loop)."""
-    return agent.execute_sync(state, **options)
+    return agent.execute(state, **options)
 
 
-async def execute_async(
+async def aexecute(
     agent: Agent, state: State | Iterable[Any], **options: Any
 ) -> AgentResult:
     """Run one turn; await it, or wrap it in ``asyncio.create_task``."""
-    return await agent.execute(state, **options)
+    return await agent.aexecute(state, **options)

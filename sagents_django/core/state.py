@@ -1,7 +1,7 @@
 """State: the conversation data an agent works on (messages, todos, metadata).
 
 State is data, the agent is code: nothing callable lives here, and everything but
-``agent_id`` (a runtime identifier injected by ``Agent.execute``) is serialized.
+``agent_id`` (a runtime identifier injected by ``Agent.aexecute``) is serialized.
 Methods return a new State and leave the receiver unchanged, so a caller that keeps the
 state it passed in still has it after a failed call.
 """

@@ -115,7 +115,7 @@ class SubAgentRun:
             id=id, subagent_type=subagent_type, agent=agent, state=state, **options
         )
 
-    async def execute(
+    async def aexecute(
         self,
         callbacks: Iterable[Mapping[str, Any]] = (),
         *,
@@ -124,7 +124,7 @@ class SubAgentRun:
         """Run the task; ``cancel`` is the parent's token (one Stop stops all)."""
         self.status = "running"
         with _one_level_down():
-            result = await self.agent.execute(
+            result = await self.agent.aexecute(
                 self.state,
                 callbacks=callbacks,
                 until_tool=self.until_tool,
@@ -132,7 +132,7 @@ class SubAgentRun:
             )
         return self._settle(result)
 
-    async def resume(
+    async def aresume(
         self,
         decisions: Any,
         callbacks: Iterable[Mapping[str, Any]] = (),
@@ -141,7 +141,7 @@ class SubAgentRun:
     ) -> SubAgentRun:
         """Continue after a pause; ``InvalidResume`` leaves this run untouched."""
         with _one_level_down():
-            result = await self.agent.resume(
+            result = await self.agent.aresume(
                 self.state,
                 decisions,
                 callbacks=callbacks,

@@ -227,7 +227,7 @@ async def run_place(
     watcher = threading.Thread(target=press_stop_when_ready, daemon=True)
     watcher.start()
     try:
-        result = await setup.agent.execute(
+        result = await setup.agent.aexecute(
             ["Go"], callbacks=setup.callbacks, cancel=token
         )
         returned_at = time.monotonic()

@@ -26,9 +26,9 @@ from sagents_django.core import (
     Todo,
     Tool,
     ToolCall,
+    aexecute,
     events,
     execute,
-    execute_async,
     new,
 )
 from sagents_django.core.testing import ScriptedModel
@@ -72,7 +72,7 @@ async def test_a_model_that_keeps_calling_tools_stops_at_max_runs_with_an_error(
         replace_default_middleware=True, model=chat_model, tools=[add_tool], max_runs=3
     )
 
-    result = await agent.execute(["Loop forever"])
+    result = await agent.aexecute(["Loop forever"])
 
     assert result.status == "error"
     assert "max_runs" in result.error and "3" in result.error
@@ -89,7 +89,7 @@ async def test_max_runs_passed_to_execute_overrides_the_agents_limit(
         replace_default_middleware=True, model=chat_model, tools=[add_tool], max_runs=10
     )
 
-    result = await agent.execute(["Loop"], max_runs=2)
+    result = await agent.aexecute(["Loop"], max_runs=2)
 
     assert result.status == "error" and "max_runs (2" in result.error
     assert len(fake_llm.requests) == 2
@@ -113,7 +113,7 @@ async def test_until_tool_completes_the_turn_when_the_model_calls_the_target(
         replace_default_middleware=True, model=chat_model, tools=[submit_tool]
     )
 
-    result = await agent.execute(["Answer"], until_tool="submit")
+    result = await agent.aexecute(["Answer"], until_tool="submit")
 
     assert result.status == "completed", result.error
     assert result.tool_result is not None
@@ -132,7 +132,7 @@ async def test_until_tool_is_an_error_when_the_model_answers_with_text_instead(
         replace_default_middleware=True, model=chat_model, tools=[submit_tool]
     )
 
-    result = await agent.execute(["Answer"], until_tool="submit")
+    result = await agent.aexecute(["Answer"], until_tool="submit")
 
     assert result.status == "error"
     assert "submit" in result.error
@@ -148,7 +148,7 @@ async def test_until_tool_naming_an_unknown_tool_is_a_configuration_error(
     )
 
     with pytest.raises(ConfigurationError, match="sbumit"):
-        await agent.execute(["Answer"], until_tool="sbumit")
+        await agent.aexecute(["Answer"], until_tool="sbumit")
     assert fake_llm.requests == []
 
 
@@ -167,7 +167,7 @@ async def test_until_tool_accepts_a_list_and_stops_at_whichever_target_is_called
         tools=[submit_tool, add_tool, give_up],
     )
 
-    result = await agent.execute(["Try"], until_tool=["submit", "give_up"])
+    result = await agent.aexecute(["Try"], until_tool=["submit", "give_up"])
 
     assert result.status == "completed", result.error
     assert result.tool_result.name == "give_up"
@@ -186,7 +186,7 @@ async def test_until_tool_is_not_satisfied_by_a_failed_call_of_the_target(
         replace_default_middleware=True, model=chat_model, tools=[submit_tool]
     )
 
-    result = await agent.execute(["Answer"], until_tool="submit")
+    result = await agent.aexecute(["Answer"], until_tool="submit")
 
     assert result.status == "completed", result.error
     assert result.tool_result.tool_call_id == "s2"
@@ -240,7 +240,7 @@ async def test_before_model_runs_in_stack_order_and_after_model_in_reverse():
         middleware=[First(log), Second(log), Third(log)],
     )
 
-    result = await agent.execute(["Go"])
+    result = await agent.aexecute(["Go"])
 
     assert result.status == "completed", result.error
     one_call = [
@@ -262,7 +262,7 @@ async def test_a_before_model_hook_can_change_what_the_model_receives():
     model = ScriptedModel(["Seen"])
     result = await Agent(
         replace_default_middleware=True, model=model, middleware=[AddNote]
-    ).execute(["Hi"])
+    ).aexecute(["Hi"])
 
     assert result.status == "completed", result.error
     sent = model.requests[0].messages
@@ -282,7 +282,7 @@ async def test_a_hook_that_raises_ends_the_turn_as_an_error_and_keeps_the_state(
     model = ScriptedModel(["An answer", "never requested"])
     agent = Agent(replace_default_middleware=True, model=model, middleware=[Broken])
 
-    result = await agent.execute(["Hi"])
+    result = await agent.aexecute(["Hi"])
 
     assert result.status == "error"
     assert "the hook broke" in result.error and "after_model" in result.error
@@ -299,7 +299,7 @@ async def test_a_hook_that_returns_something_other_than_a_state_ends_the_turn_as
     model = ScriptedModel(["never requested"])
     result = await Agent(
         replace_default_middleware=True, model=model, middleware=[Forgetful]
-    ).execute(["Hi"])
+    ).aexecute(["Hi"])
 
     assert result.status == "error"
     assert "NoneType" in result.error and "before_model" in result.error
@@ -322,7 +322,7 @@ async def test_after_model_returning_interrupt_ends_the_turn_interrupted_with_it
         replace_default_middleware=True, model=model, tools=[act], middleware=[AskFirst]
     )
 
-    result = await agent.execute(["Act"])
+    result = await agent.aexecute(["Act"])
 
     assert result.status == "interrupted"
     assert result.interrupt_data == {"type": "ask", "question": "Sure?"}
@@ -331,7 +331,7 @@ async def test_after_model_returning_interrupt_ends_the_turn_interrupted_with_it
     assert ran == []
     # No middleware claims this interrupt on resume.
     with pytest.raises(InvalidResume, match="No middleware handles"):
-        await agent.resume(result.state, "yes")
+        await agent.aresume(result.state, "yes")
 
 
 async def test_the_system_prompt_joins_the_base_prompt_and_middleware_prompts(
@@ -356,7 +356,7 @@ async def test_the_system_prompt_joins_the_base_prompt_and_middleware_prompts(
         middleware=[Terse, Silent, Rules],
     )
 
-    await agent.execute(["Hi"])
+    await agent.aexecute(["Hi"])
 
     expected = "You are a helper.\n\nBe terse.\n\nRule one.\n\nRule two."
     assert agent.assembled_system_prompt == expected
@@ -367,7 +367,7 @@ async def test_the_system_prompt_joins_the_base_prompt_and_middleware_prompts(
 
 async def test_no_prompt_at_all_sends_no_system_message(chat_model, fake_llm):
     fake_llm.script(reply("ok"))
-    await Agent(replace_default_middleware=True, model=chat_model).execute(["Hi"])
+    await Agent(replace_default_middleware=True, model=chat_model).aexecute(["Hi"])
     assert [m["role"] for m in fake_llm.last_request["messages"]] == ["user"]
 
 
@@ -383,7 +383,7 @@ async def test_tools_from_middleware_are_offered_to_the_model_and_run(
     fake_llm.script(reply(tool_calls=[tool_call("now", {})]), reply("It is noon."))
     agent = Agent(replace_default_middleware=True, model=chat_model, middleware=[Clock])
 
-    result = await agent.execute(["Time?"])
+    result = await agent.aexecute(["Time?"])
 
     assert result.status == "completed", result.error
     offered = [t["function"]["name"] for t in fake_llm.requests[0]["tools"]]
@@ -476,7 +476,7 @@ async def test_every_callback_of_a_normal_tool_turn_reaches_every_handler_map(
         tools=[make_tool("announce", announce)],
     )
 
-    result = await agent.execute(
+    result = await agent.aexecute(
         ["Go"], callbacks=[recording_map(first), recording_map(second)]
     )
 
@@ -497,7 +497,7 @@ async def test_middleware_callbacks_fire_before_the_callers_handlers(
     fake_llm.script(reply("ok"))
     await Agent(
         replace_default_middleware=True, model=chat_model, middleware=[Watching]
-    ).execute(
+    ).aexecute(
         ["Hi"], callbacks=[{"on_llm_new_message": lambda ex, m: order.append("caller")}]
     )
 
@@ -517,7 +517,7 @@ async def test_on_after_middleware_receives_the_state_the_hooks_prepared(
         replace_default_middleware=True, model=chat_model, middleware=[Prepare]
     )
 
-    await agent.execute(["Hi"], callbacks=[{"on_after_middleware": seen.append}])
+    await agent.aexecute(["Hi"], callbacks=[{"on_after_middleware": seen.append}])
 
     assert len(seen) == 1
     assert isinstance(seen[0], State)
@@ -539,7 +539,7 @@ async def test_a_callback_handler_that_raises_does_not_break_the_turn(
 
     result = await Agent(
         replace_default_middleware=True, model=chat_model, tools=[add_tool]
-    ).execute(
+    ).aexecute(
         ["Add"],
         callbacks=[
             {key: broken for key in CALLBACK_KEYS},
@@ -561,7 +561,7 @@ async def test_an_async_callback_handler_is_awaited(chat_model, fake_llm):
         seen.append(message.text)
 
     fake_llm.script(reply("Hello"))
-    await Agent(replace_default_middleware=True, model=chat_model).execute(
+    await Agent(replace_default_middleware=True, model=chat_model).aexecute(
         ["Hi"], callbacks=[{"on_llm_new_message": on_message}]
     )
 
@@ -572,7 +572,7 @@ async def test_an_unknown_callback_key_is_a_configuration_error(chat_model, fake
     agent = Agent(replace_default_middleware=True, model=chat_model)
 
     with pytest.raises(ConfigurationError, match="on_llm_new_mesage"):
-        await agent.execute(["Hi"], callbacks=[{"on_llm_new_mesage": print}])
+        await agent.aexecute(["Hi"], callbacks=[{"on_llm_new_mesage": print}])
     assert fake_llm.requests == []
 
 
@@ -603,7 +603,7 @@ async def test_events_emitted_by_a_tool_reach_on_agent_event_handlers(
         awaited.append((name, data))
 
     agent = Agent(replace_default_middleware=True, model=chat_model, tools=[tool])
-    result = await agent.execute(
+    result = await agent.aexecute(
         ["Go"],
         callbacks=[
             {"on_agent_event": lambda ex, name, data: plain.append((ex, name, data))},
@@ -640,7 +640,7 @@ async def test_cancellation_between_steps_ends_the_turn_before_the_next_model_ca
 
     result = await Agent(
         replace_default_middleware=True, model=chat_model, tools=[work]
-    ).execute(["Work"], cancel=token)
+    ).aexecute(["Work"], cancel=token)
 
     assert result.status == "cancelled"
     assert ran == ["work"]
@@ -654,7 +654,7 @@ async def test_cancellation_before_the_first_step_sends_no_request(
 ):
     token = CancelToken()
     token.cancel("stopped early")
-    result = await Agent(replace_default_middleware=True, model=chat_model).execute(
+    result = await Agent(replace_default_middleware=True, model=chat_model).aexecute(
         ["Hi"], cancel=token
     )
 
@@ -686,7 +686,7 @@ async def test_a_custom_mode_recomposed_from_the_standard_steps_runs_its_own_ste
         mode=Counting(),
     )
 
-    result = await agent.execute(["Add"])
+    result = await agent.aexecute(["Add"])
 
     assert result.status == "completed", result.error
     assert result.last_message.text == "It is 3."
@@ -714,7 +714,7 @@ async def test_a_custom_step_can_end_the_turn_with_its_own_result(
         mode=OneRound(),
     )
 
-    result = await agent.execute(["Add"])
+    result = await agent.aexecute(["Add"])
 
     assert result.status == "completed"
     assert result.last_message.role == "tool"
@@ -722,22 +722,20 @@ async def test_a_custom_step_can_end_the_turn_with_its_own_result(
 
 
 # Entry points -----------------------------------------------------------------------
-def test_execute_sync_runs_a_turn_from_sync_code(chat_model, fake_llm):
+def test_execute_runs_a_turn_from_sync_code(chat_model, fake_llm):
     fake_llm.script(reply("From sync"))
 
-    result = Agent(replace_default_middleware=True, model=chat_model).execute_sync(
-        ["Hi"]
-    )
+    result = Agent(replace_default_middleware=True, model=chat_model).execute(["Hi"])
 
     assert result.status == "completed", result.error
     assert result.last_message.text == "From sync"
 
 
-async def test_execute_sync_inside_a_running_event_loop_raises(chat_model, fake_llm):
+async def test_execute_inside_a_running_event_loop_raises(chat_model, fake_llm):
     agent = Agent(replace_default_middleware=True, model=chat_model)
 
-    with pytest.raises(RuntimeError, match="await execute"):
-        agent.execute_sync(["Hi"])
+    with pytest.raises(RuntimeError, match="await aexecute"):
+        agent.execute(["Hi"])
     assert fake_llm.requests == []
 
 
@@ -759,11 +757,11 @@ def test_the_top_level_new_and_execute_run_a_turn(chat_model, fake_llm, add_tool
     assert {"add", "write_todos", "write_file", "task"} <= offered
 
 
-async def test_the_top_level_execute_async_runs_a_turn(chat_model, fake_llm):
+async def test_the_top_level_aexecute_runs_a_turn(chat_model, fake_llm):
     fake_llm.script(reply("Async hello"))
     agent = new(model=chat_model)
 
-    result = await execute_async(agent, ["Hi"], max_runs=1)
+    result = await aexecute(agent, ["Hi"], max_runs=1)
 
     assert result.status == "completed", result.error
     assert result.last_message.text == "Async hello"
@@ -791,7 +789,7 @@ async def test_execute_accepts_openai_style_dicts_and_plain_strings(
     ]
     fake_llm.script(reply("Still 3."))
 
-    result = await Agent(replace_default_middleware=True, model=chat_model).execute(
+    result = await Agent(replace_default_middleware=True, model=chat_model).aexecute(
         history
     )
 
@@ -807,7 +805,7 @@ async def test_execute_accepts_openai_style_dicts_and_plain_strings(
 @pytest.mark.parametrize("bad", ["just a string", [42]])
 async def test_execute_refuses_input_that_is_not_messages(chat_model, fake_llm, bad):
     with pytest.raises(TypeError):
-        await Agent(replace_default_middleware=True, model=chat_model).execute(bad)
+        await Agent(replace_default_middleware=True, model=chat_model).aexecute(bad)
     assert fake_llm.requests == []
 
 
@@ -843,7 +841,7 @@ async def test_state_updates_returned_by_tools_are_merged_into_the_final_state(
         messages=[Message.user("Set me up")], metadata={"prefs": {"lang": "en"}}
     )
 
-    result = await agent.execute(start)
+    result = await agent.aexecute(start)
 
     assert result.status == "completed", result.error
     assert result.state.metadata == {
@@ -873,7 +871,7 @@ async def test_a_state_update_with_unknown_keys_ends_the_turn_as_an_error(
         replace_default_middleware=True,
         model=chat_model,
         tools=[make_tool("sloppy", sloppy)],
-    ).execute(["Go"])
+    ).aexecute(["Go"])
 
     assert result.status == "error"
     assert "sloppy" in result.error and "metdata" in result.error
@@ -901,7 +899,7 @@ async def test_tool_context_values_reach_the_tool_as_attributes_and_as_a_dict(
         tool_context={"user_id": 7, "team": "blue"},
     )
 
-    result = await agent.execute(["Who am I?"])
+    result = await agent.aexecute(["Who am I?"])
 
     assert result.status == "completed", result.error
     assert seen == {
@@ -929,7 +927,7 @@ async def test_a_tool_slower_than_async_tool_timeout_becomes_an_error_result(
         async_tool_timeout=0.05,
     )
 
-    result = await agent.execute(["Go"])
+    result = await agent.aexecute(["Go"])
 
     assert result.status == "completed", result.error
     tool_result = result.state.messages[2].tool_results[0]
@@ -944,7 +942,7 @@ async def test_execute_on_a_state_waiting_for_decisions_raises_invalid_resume(
     state = State(messages=[Message.user("Hi")], interrupt_data={"action_requests": []})
 
     with pytest.raises(InvalidResume, match="resume"):
-        await Agent(replace_default_middleware=True, model=chat_model).execute(state)
+        await Agent(replace_default_middleware=True, model=chat_model).aexecute(state)
     assert fake_llm.requests == []
 
 
@@ -962,7 +960,7 @@ async def test_the_result_carries_the_token_usage_of_every_model_call(
 
     result = await Agent(
         replace_default_middleware=True, model=chat_model, tools=[add_tool]
-    ).execute(["Add"])
+    ).aexecute(["Add"])
 
     assert result.status == "completed", result.error
     assert (result.usage.input, result.usage.output) == (30, 4)

@@ -141,7 +141,7 @@ async def test_the_next_model_call_reads_that_the_cancelled_reply_was_cut_off(
     agent = Agent(model=model_for(fake_llm, transport), replace_default_middleware=True)
     state = outcome.result.state.add_message(Message.user("Go on"))
 
-    result = await agent.execute(state)
+    result = await agent.aexecute(state)
 
     assert result.status == "completed", result.error
     sent = fake_llm.last_request["messages"]
@@ -171,7 +171,7 @@ async def test_calls_of_a_finished_reply_get_cancelled_results_when_stop_comes_b
         model=model_for(fake_llm, transport),
         tools=[note],
         replace_default_middleware=True,
-    ).execute(["Go"], callbacks=[{"on_llm_new_message": stop_on_reply}], cancel=token)
+    ).aexecute(["Go"], callbacks=[{"on_llm_new_message": stop_on_reply}], cancel=token)
 
     assert result.status == "cancelled"
     assert ran == []
@@ -267,7 +267,7 @@ async def test_cancel_takes_only_a_cancel_token(bad):
     agent = Agent(model=ScriptedModel(["Hi"]), replace_default_middleware=True)
 
     with pytest.raises(ConfigurationError, match="CancelToken"):
-        await agent.execute(["Hi"], cancel=bad)
+        await agent.aexecute(["Hi"], cancel=bad)
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 2.5, "3"])
@@ -278,7 +278,7 @@ async def test_max_runs_below_one_or_not_an_integer_raises_on_execute_as_on_agen
     agent = Agent(model=model, replace_default_middleware=True)
 
     with pytest.raises(ConfigurationError, match="max_runs"):
-        await agent.execute(["Hi"], max_runs=bad)
+        await agent.aexecute(["Hi"], max_runs=bad)
     with pytest.raises(ConfigurationError, match="max_runs"):
         Agent(model=model, replace_default_middleware=True, max_runs=bad)
     assert model.requests == []
@@ -298,12 +298,12 @@ async def test_a_resume_stopped_before_the_approved_call_runs_answers_it_as_canc
         interrupt_on={"delete": True},
         replace_default_middleware=True,
     )
-    paused = await agent.execute(["Delete it"])
+    paused = await agent.aexecute(["Delete it"])
     assert paused.status == "interrupted"
     token = CancelToken()
     token.cancel()
 
-    result = await agent.resume(paused.state, [{"type": "approve"}], cancel=token)
+    result = await agent.aresume(paused.state, [{"type": "approve"}], cancel=token)
 
     assert result.status == "cancelled"
     assert ran == []

@@ -26,7 +26,7 @@ async def test_streamed_text_is_assembled_and_every_delta_reaches_the_callbacks(
     fake_llm.script(reply("Hello there, friend", chunks=5, usage=(11, 4)))
     deltas, usages, messages = [], [], []
     agent = Agent(replace_default_middleware=True, model=chat_model)
-    result = await agent.execute(
+    result = await agent.aexecute(
         ["Hi"],
         callbacks=[
             {
@@ -48,7 +48,7 @@ async def test_streamed_text_is_assembled_and_every_delta_reaches_the_callbacks(
 
 async def test_reasoning_content_becomes_a_thinking_part(chat_model, fake_llm):
     fake_llm.script(reply("42", reasoning="Think of the answer", reasoning_chunks=3))
-    result = await Agent(replace_default_middleware=True, model=chat_model).execute(
+    result = await Agent(replace_default_middleware=True, model=chat_model).aexecute(
         ["Question?"]
     )
     assert result.last_message.thinking == "Think of the answer"
@@ -64,7 +64,7 @@ async def test_the_system_prompt_and_history_reach_the_provider_in_openai_format
         model=chat_model,
         base_system_prompt="You are terse.",
     )
-    await agent.execute([Message.user("one"), Message.assistant("two"), "three"])
+    await agent.aexecute([Message.user("one"), Message.assistant("two"), "three"])
     sent = fake_llm.last_request["messages"]
     assert sent[0] == {"role": "system", "content": "You are terse."}
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
@@ -81,7 +81,7 @@ async def test_a_multi_step_tool_loop_feeds_results_back_until_the_model_answers
     )
     result = await Agent(
         replace_default_middleware=True, model=chat_model, tools=[add_tool]
-    ).execute(["Add things"])
+    ).aexecute(["Add things"])
     assert result.status == "completed", result.error
     roles = [m.role for m in result.state.messages]
     assert roles == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
@@ -128,7 +128,7 @@ async def test_parallel_tool_calls_of_one_response_run_concurrently(
     )
     result = await Agent(
         replace_default_middleware=True, model=chat_model, tools=[meet_tool]
-    ).execute(["Go"])
+    ).aexecute(["Go"])
     assert result.status == "completed", result.error
     results = result.state.messages[2].tool_results
     assert [(r.tool_call_id, r.content, r.is_error) for r in results] == [
@@ -150,7 +150,7 @@ async def test_a_tool_that_raises_becomes_an_error_result_the_model_reads(
     )
     result = await Agent(
         replace_default_middleware=True, model=chat_model, tools=[boom]
-    ).execute(
+    ).aexecute(
         ["Try"],
         callbacks=[{"on_tool_execution_failed": lambda ex, c, r: failed.append(r)}],
     )
@@ -172,7 +172,7 @@ async def test_malformed_tool_argument_json_is_an_error_result_not_a_crash(
     )
     result = await Agent(
         replace_default_middleware=True, model=chat_model, tools=[add_tool]
-    ).execute(["Add"])
+    ).aexecute(["Add"])
     assert result.status == "completed", result.error
     call = result.state.messages[1].tool_calls[0]
     assert call.raw_arguments == '{"a": 1, "b": '
@@ -185,7 +185,7 @@ async def test_malformed_tool_argument_json_is_an_error_result_not_a_crash(
 
 async def test_a_provider_500_is_retried_and_the_retry_succeeds(chat_model, fake_llm):
     fake_llm.script(fault.http(500), reply("Recovered"))
-    result = await Agent(replace_default_middleware=True, model=chat_model).execute(
+    result = await Agent(replace_default_middleware=True, model=chat_model).aexecute(
         ["Hi"]
     )
     assert result.status == "completed", result.error
@@ -197,7 +197,7 @@ async def test_a_rate_limit_is_retried_after_the_retry_after_header(
     chat_model, fake_llm
 ):
     fake_llm.script(fault.http(429, retry_after=0), reply("Later"))
-    result = await Agent(replace_default_middleware=True, model=chat_model).execute(
+    result = await Agent(replace_default_middleware=True, model=chat_model).aexecute(
         ["Hi"]
     )
     assert result.status == "completed", result.error
@@ -211,7 +211,7 @@ async def test_retries_exhausted_end_the_turn_as_an_error_with_the_providers_mes
     fake_llm.script(fault.http(503), fault.http(503))
     exceeded = []
     state = State(messages=[Message.user("Hi")])
-    result = await Agent(replace_default_middleware=True, model=model).execute(
+    result = await Agent(replace_default_middleware=True, model=model).aexecute(
         state, callbacks=[{"on_retries_exceeded": lambda ex, e: exceeded.append(e)}]
     )
     assert result.status == "error"
@@ -246,7 +246,7 @@ async def test_a_failing_primary_gives_way_to_the_fallback_model(fake_llm, trans
             fallback_models=[fallback],
             before_fallback=before_fallback,
         )
-        result = await agent.execute(["Hi"])
+        result = await agent.aexecute(["Hi"])
         assert result.status == "completed", result.error
         assert result.last_message.text == "From the fallback"
         assert len(seen) == 2
@@ -281,7 +281,7 @@ async def test_a_stream_that_breaks_midway_ends_the_turn_as_a_visible_error_with
     model = model_for(fake_llm, transport, stream_idle_timeout=1.0)
     fake_llm.script(broken(), reply("should never be requested"))
     errors = []
-    result = await Agent(replace_default_middleware=True, model=model).execute(
+    result = await Agent(replace_default_middleware=True, model=model).aexecute(
         ["Hi"], callbacks=[{"on_error_message_created": lambda ex, m: errors.append(m)}]
     )
     assert result.status == "error"
@@ -298,7 +298,7 @@ async def test_a_stream_that_breaks_midway_ends_the_turn_as_a_visible_error_with
 async def test_a_stall_before_any_byte_is_retried(fake_llm, transport):
     model = model_for(fake_llm, transport, stream_idle_timeout=1.0)
     fake_llm.script(fault.stall(), reply("Second try"))
-    result = await Agent(replace_default_middleware=True, model=model).execute(["Hi"])
+    result = await Agent(replace_default_middleware=True, model=model).aexecute(["Hi"])
     assert result.status == "completed", result.error
     assert result.last_message.text == "Second try"
 
@@ -306,7 +306,7 @@ async def test_a_stall_before_any_byte_is_retried(fake_llm, transport):
 async def test_a_slow_first_byte_within_the_idle_timeout_is_fine(fake_llm, transport):
     model = model_for(fake_llm, transport, stream_idle_timeout=2.0)
     fake_llm.script(fault.slow_first_byte(0.3, then=reply("Worth the wait")))
-    result = await Agent(replace_default_middleware=True, model=model).execute(["Hi"])
+    result = await Agent(replace_default_middleware=True, model=model).aexecute(["Hi"])
     assert result.status == "completed", result.error
     assert result.last_message.text == "Worth the wait"
 
@@ -323,7 +323,7 @@ async def test_cancellation_mid_stream_keeps_the_partial_text_with_a_cancelled_s
         if len(seen) >= 2:
             token.cancel()
 
-    result = await Agent(replace_default_middleware=True, model=chat_model).execute(
+    result = await Agent(replace_default_middleware=True, model=chat_model).aexecute(
         ["Count"], callbacks=[{"on_llm_new_delta": on_delta}], cancel=token
     )
     assert result.status == "cancelled"
@@ -337,12 +337,12 @@ async def test_length_and_content_filter_finish_reasons_become_stop_reasons(
     chat_model, fake_llm
 ):
     fake_llm.script(reply("cut", finish_reason="length"))
-    result = await Agent(replace_default_middleware=True, model=chat_model).execute(
+    result = await Agent(replace_default_middleware=True, model=chat_model).aexecute(
         ["Long"]
     )
     assert result.last_message.status == "length"
     fake_llm.script(reply("", finish_reason="content_filter"))
-    result = await Agent(replace_default_middleware=True, model=chat_model).execute(
+    result = await Agent(replace_default_middleware=True, model=chat_model).aexecute(
         ["Bad"]
     )
     assert result.last_message.status == "content_filtered"
@@ -353,7 +353,7 @@ async def test_response_headers_and_rate_limit_info_reach_their_callbacks(
 ):
     fake_llm.script(reply("ok", headers={"x-ratelimit-remaining-requests": "99"}))
     headers, limits = [], []
-    await Agent(replace_default_middleware=True, model=chat_model).execute(
+    await Agent(replace_default_middleware=True, model=chat_model).aexecute(
         ["Hi"],
         callbacks=[
             {

@@ -62,7 +62,7 @@ def title_agent(model: Any, *specs: Any) -> Agent:
 
 async def execute(agent: Agent, state: State | list[Any]) -> tuple[Any, Events]:
     events: Events = []
-    result = await agent.execute(
+    result = await agent.aexecute(
         state,
         callbacks=[
             {"on_agent_event": lambda ex, name, data: events.append((name, data))}

@@ -76,7 +76,7 @@ def test_bad_default_middleware_options_are_configuration_errors():
 def test_the_demo_model_walks_every_default_feature(monkeypatch):
     monkeypatch.setenv("SAGENTS_DEMO_DELAY_MS", "0")
     agent = Agent(model="sagents/demo", interrupt_on={"write_file": True})
-    first = agent.execute_sync(["Plan a picnic"])
+    first = agent.execute(["Plan a picnic"])
     assert first.status == "interrupted", first.error
     assert [r["tool_name"] for r in first.interrupt_data["action_requests"]] == [
         "write_file"
@@ -86,7 +86,7 @@ def test_the_demo_model_walks_every_default_feature(monkeypatch):
         "pending",
         "pending",
     ]
-    done = agent.resume_sync(first.state, [{"type": "approve"}])
+    done = agent.resume(first.state, [{"type": "approve"}])
     assert done.status == "completed", done.error
     called = [c.name for m in done.state.messages for c in m.tool_calls]
     assert called == ["write_todos", "write_file", "task", "write_todos"]

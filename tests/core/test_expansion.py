@@ -88,7 +88,7 @@ async def test_the_model_reads_the_material_on_its_next_call_and_the_result_is_t
         replace_default_middleware=True, model=chat_model, tools=[chart_tool()]
     )
 
-    result = await agent.execute(["How are sales?"])
+    result = await agent.aexecute(["How are sales?"])
 
     assert result.status == "completed", result.error
     sent = fake_llm.requests[1]["messages"]
@@ -117,7 +117,7 @@ async def test_expanded_messages_follow_all_results_of_the_batch():
         [chart_tool(), note_tool()],
     )
 
-    await agent.execute(["Look"])
+    await agent.aexecute(["Look"])
 
     assert roles(model.requests[1]) == ["user", "assistant", "tool", "tool", "user"]
     assert [m.get("tool_call_id") for m in model.requests[1].messages[2:4]] == [
@@ -133,7 +133,7 @@ async def test_strings_become_user_messages_and_a_system_message_is_allowed():
         [chart_tool(messages=material)],
     )
 
-    await agent.execute(["Look"])
+    await agent.aexecute(["Look"])
 
     tail = model.requests[1].messages[-2:]
     assert tail == [
@@ -148,7 +148,7 @@ async def test_a_tool_output_may_carry_a_state_update_too():
         [chart_tool(update={"metadata": {"chart": "a"}})],
     )
 
-    result = await agent.execute(["Look"])
+    result = await agent.aexecute(["Look"])
 
     assert result.state.metadata == {"chart": "a"}
 
@@ -168,7 +168,7 @@ async def test_expanded_messages_fire_no_callback_and_give_no_display_items():
         [calls(("load_chart", {"name": "a"}, "c1")), "ok"], [chart_tool()]
     )
 
-    result = await agent.execute(["Look"], callbacks=[record])
+    result = await agent.aexecute(["Look"], callbacks=[record])
 
     expanded = [m for m in result.state.messages if m.expanded_from]
     assert len(expanded) == 1
@@ -184,10 +184,10 @@ async def test_an_approved_tool_expands_on_resume():
         [chart_tool()],
         interrupt_on={"load_chart": True},
     )
-    paused = await agent.execute(["Look"])
+    paused = await agent.aexecute(["Look"])
     assert paused.status == "interrupted"
 
-    final = await agent.resume(paused.state, [{"type": "approve"}])
+    final = await agent.aresume(paused.state, [{"type": "approve"}])
 
     assert final.status == "completed", final.error
     assert roles(model.requests[1]) == ["user", "assistant", "tool", "user"]
@@ -199,13 +199,13 @@ async def test_a_turn_ended_by_until_tool_does_not_expand_and_the_next_turn_drop
         [calls(("load_chart", {"name": "a"}, "c1")), "Next answer."], [chart_tool()]
     )
 
-    first = await agent.execute(["Look"], until_tool="load_chart")
+    first = await agent.aexecute(["Look"], until_tool="load_chart")
 
     assert first.status == "completed", first.error
     assert [m.role for m in first.state.messages] == ["user", "assistant", "tool"]
     assert len(first.state.messages[2].tool_results[0].expand_messages) == 1
 
-    second = await agent.execute(first.state.add_message(Message.user("And now?")))
+    second = await agent.aexecute(first.state.add_message(Message.user("And now?")))
 
     assert roles(model.requests[1]) == ["user", "assistant", "tool", "user"]
     assert model.requests[1].messages[-1] == {"role": "user", "content": "And now?"}
@@ -245,7 +245,7 @@ async def test_a_pause_in_the_same_batch_keeps_the_material_for_the_resume():
     replies = [calls(("load_chart", {"name": "a"}, "c1"), ("ask", {}, "c2")), "Both."]
     agent, model = scripted(replies, [chart_tool(), ask_tool()], middleware=[AskLater])
 
-    paused = await agent.execute(["Look and ask"])
+    paused = await agent.aexecute(["Look and ask"])
     assert paused.status == "interrupted", paused.error
     assert not any(m.expanded_from for m in paused.state.messages)
 
@@ -261,7 +261,7 @@ async def test_a_pause_in_the_same_batch_keeps_the_material_for_the_resume():
     )
     assert len(restored.messages[2].tool_results[0].expand_messages) == 1
 
-    final = await fresh.resume(restored, "blue")
+    final = await fresh.aresume(restored, "blue")
 
     assert final.status == "completed", final.error
     assert roles(fresh_model.requests[0]) == [
@@ -300,7 +300,7 @@ async def test_bad_material_is_an_error_result_the_model_reads(material, problem
         [chart_tool(messages=material)],
     )
 
-    result = await agent.execute(["Look"])
+    result = await agent.aexecute(["Look"])
 
     tool_result = result.state.messages[2].tool_results[0]
     assert tool_result.is_error and problem in tool_result.content
@@ -317,7 +317,7 @@ async def test_a_tool_result_with_bad_expand_messages_is_an_error_result():
     )
     agent, _ = scripted([calls(("load_chart", {}, "c1")), "Sorry."], [bad])
 
-    result = await agent.execute(["Look"])
+    result = await agent.aexecute(["Look"])
 
     tool_result = result.state.messages[2].tool_results[0]
     assert tool_result.is_error and "messages[1]" in tool_result.content

@@ -138,7 +138,7 @@ async def outcome_of(
         agent = Agent(model=model, tools=[add], replace_default_middleware=True)
         log: list[tuple[str, Any]] = []
         callbacks = {key: _recorder(log, key) for key in KEYS}
-        result = await agent.execute(["Hi"], callbacks=[callbacks])
+        result = await agent.aexecute(["Hi"], callbacks=[callbacks])
         requests = len(server.requests)
     next_turn = result.state.add_message(Message.user("Are you there?"))
     validate_openai_messages(next_turn)

@@ -55,7 +55,7 @@ async def run(
     *steps: ToolCall | list[ToolCall], middleware: Any = FileSystem, **options: Any
 ) -> list[ToolResult]:
     """Run one turn; the results of every tool call, in order."""
-    result = await make_agent(*steps, middleware=middleware, **options).execute(
+    result = await make_agent(*steps, middleware=middleware, **options).aexecute(
         [Message.user("Go")]
     )
     assert result.ok, result.error
@@ -562,7 +562,7 @@ async def test_async_event_handlers_receive_tool_events() -> None:
         call("write_file", file_path="/a.txt", content="x"),
         middleware=FileSystem(filesystem=fs),
     )
-    result = await agent.execute(
+    result = await agent.aexecute(
         [Message.user("Go")], callbacks=[{"on_agent_event": on_event}]
     )
     assert result.ok

@@ -99,7 +99,7 @@ def write_call(path: str = "notes.md", content: str = "hello", id: str = "w1"):
 async def interrupted(agent: Agent, fake_llm, *calls, then=("Done.",)) -> Any:
     """Script a response with ``calls`` (then the given replies) and run to the pause."""
     fake_llm.script(reply(tool_calls=list(calls)), *(reply(text) for text in then))
-    result = await agent.execute(["Do the file work"])
+    result = await agent.aexecute(["Do the file work"])
     assert result.status == "interrupted", result.error
     return result
 
@@ -155,7 +155,7 @@ async def test_the_interrupt_data_is_json_ready(agent, fake_llm):
 async def test_approve_runs_the_tool_and_the_model_answers(agent, files, fake_llm):
     result = await interrupted(agent, fake_llm, write_call(), then=["Saved it."])
 
-    final = await agent.resume(result.state, [{"type": "approve"}])
+    final = await agent.aresume(result.state, [{"type": "approve"}])
 
     assert final.status == "completed", final.error
     assert files.calls == [("write_file", {"path": "notes.md", "content": "hello"})]
@@ -175,7 +175,7 @@ async def test_edit_runs_the_tool_with_the_new_arguments_and_history_shows_them(
     result = await interrupted(agent, fake_llm, write_call(), then=["Saved."])
     edited = {"path": "safe.md", "content": "hello"}
 
-    final = await agent.resume(result.state, [{"type": "edit", "arguments": edited}])
+    final = await agent.aresume(result.state, [{"type": "edit", "arguments": edited}])
 
     assert final.status == "completed", final.error
     assert files.calls == [("write_file", edited)]
@@ -195,7 +195,7 @@ async def test_reject_skips_the_tool_and_the_model_reads_a_rejection(
 ):
     result = await interrupted(agent, fake_llm, write_call(), then=["Understood."])
 
-    final = await agent.resume(result.state, [{"type": "reject"}])
+    final = await agent.aresume(result.state, [{"type": "reject"}])
 
     assert final.status == "completed", final.error
     assert files.calls == []
@@ -223,7 +223,7 @@ async def test_only_calls_that_need_approval_are_asked_about_and_all_run_after_i
     # Nothing of the response runs before the decision.
     assert files.calls == []
 
-    final = await agent.resume(result.state, [{"type": "approve"}])
+    final = await agent.aresume(result.state, [{"type": "approve"}])
 
     assert final.status == "completed", final.error
     assert sorted(name for name, _ in files.calls) == ["read_file", "write_file"]
@@ -244,7 +244,7 @@ async def test_a_rejected_call_does_not_stop_an_auto_approved_call_of_the_same_r
         tool_call("delete_file", {"path": "a.md"}, id="d1"),
     )
 
-    final = await agent.resume(result.state, [{"type": "reject"}])
+    final = await agent.aresume(result.state, [{"type": "reject"}])
 
     assert final.status == "completed", final.error
     assert files.calls == [("read_file", {"path": "a.md"})]
@@ -259,7 +259,7 @@ async def test_each_decision_applies_to_its_own_action_request(agent, files, fak
         tool_call("delete_file", {"path": "three.md"}, id="d1"),
     )
 
-    final = await agent.resume(
+    final = await agent.aresume(
         result.state,
         [
             {"type": "reject"},
@@ -285,16 +285,16 @@ async def test_one_turn_can_pause_for_approval_several_times(agent, files, fake_
         reply("Both written."),
     )
 
-    first = await agent.execute(["Write two files"])
+    first = await agent.aexecute(["Write two files"])
     assert first.status == "interrupted"
     assert first.interrupt_data["hitl_tool_call_ids"] == ["w1"]
 
-    second = await agent.resume(first.state, [{"type": "approve"}])
+    second = await agent.aresume(first.state, [{"type": "approve"}])
     assert second.status == "interrupted", second.error
     assert second.interrupt_data["hitl_tool_call_ids"] == ["w2"]
     assert [p["path"] for _, p in files.calls] == ["a.md"]
 
-    final = await agent.resume(second.state, [{"type": "approve"}])
+    final = await agent.aresume(second.state, [{"type": "approve"}])
     assert final.status == "completed", final.error
     assert [p["path"] for _, p in files.calls] == ["a.md", "b.md"]
     assert final.last_message.text == "Both written."
@@ -307,7 +307,7 @@ async def test_a_tool_configured_false_runs_without_a_pause(agent, files, fake_l
         reply("It says hi."),
     )
 
-    result = await agent.execute(["Read a.md"])
+    result = await agent.aexecute(["Read a.md"])
 
     assert result.status == "completed", result.error
     assert files.calls == [("read_file", {"path": "a.md"})]
@@ -324,7 +324,7 @@ async def test_an_agent_whose_interrupt_on_is_all_false_never_pauses(
     )
     fake_llm.script(reply(tool_calls=[write_call()]), reply("Written."))
 
-    result = await agent.execute(["Write"])
+    result = await agent.aexecute(["Write"])
 
     assert result.status == "completed", result.error
     assert files.calls == [("write_file", {"path": "notes.md", "content": "hello"})]
@@ -393,13 +393,13 @@ async def test_bad_decisions_raise_invalid_resume_and_change_nothing(
     before = StateSerializer.serialize_state(result.state)
 
     with pytest.raises(InvalidResume, match=problem):
-        await agent.resume(result.state, decisions)
+        await agent.aresume(result.state, decisions)
 
     assert StateSerializer.serialize_state(result.state) == before
     assert len(fake_llm.requests) == 1
     assert files.calls == []
     # The same state still resumes with good decisions.
-    final = await agent.resume(result.state, [{"type": "approve"}])
+    final = await agent.aresume(result.state, [{"type": "approve"}])
     assert final.status == "completed", final.error
 
 
@@ -412,7 +412,7 @@ async def test_a_decision_the_tool_does_not_allow_raises_invalid_resume(
     before = StateSerializer.serialize_state(result.state)
 
     with pytest.raises(InvalidResume, match="'edit' is not allowed for 'delete_file'"):
-        await agent.resume(
+        await agent.aresume(
             result.state, [{"type": "edit", "arguments": {"path": "b.md"}}]
         )
 
@@ -425,11 +425,11 @@ async def test_resume_when_nothing_is_interrupted_raises_invalid_resume(
     agent, fake_llm
 ):
     fake_llm.script(reply("Nothing to do."))
-    result = await agent.execute(["Hi"])
+    result = await agent.aexecute(["Hi"])
     before = StateSerializer.serialize_state(result.state)
 
     with pytest.raises(InvalidResume, match="Nothing to resume"):
-        await agent.resume(result.state, [{"type": "approve"}])
+        await agent.aresume(result.state, [{"type": "approve"}])
 
     assert StateSerializer.serialize_state(result.state) == before
     assert len(fake_llm.requests) == 1
@@ -443,7 +443,7 @@ async def test_an_interrupt_whose_call_is_no_longer_pending_raises_invalid_resum
     before = StateSerializer.serialize_state(moved_on)
 
     with pytest.raises(InvalidResume, match="no longer matches"):
-        await agent.resume(moved_on, [{"type": "approve"}])
+        await agent.aresume(moved_on, [{"type": "approve"}])
 
     assert StateSerializer.serialize_state(moved_on) == before
     assert len(fake_llm.requests) == 1
@@ -475,7 +475,7 @@ async def test_an_interrupt_survives_serialization_and_resumes_in_a_fresh_agent(
     assert restored.interrupt_data == result.interrupt_data
     assert restored.messages[-1].tool_calls[0].call_id == "w1"
 
-    final = await fresh.resume(restored, [{"type": "approve"}])
+    final = await fresh.aresume(restored, [{"type": "approve"}])
 
     assert final.status == "completed", final.error
     assert files.calls == [("write_file", {"path": "notes.md", "content": "hello"})]

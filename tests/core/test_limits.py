@@ -114,7 +114,7 @@ def test_each_sub_agent_level_adds_the_levels_the_limits_module_counts(
     # The deepest copy of a call's arguments is in the conversation of the deepest
     # sub-agent paused for approval, inside every level above it.
     agent = chain(levels, json.dumps({MARK: 1}), "Done.")
-    result = agent.execute_sync([Message.user("Go")])
+    result = agent.execute([Message.user("Go")])
     assert result.status == ("interrupted" if levels else "completed"), result.error
     stored = serialize_server_state(result.state)
     expected = len(OWN_CALL_PATH) + levels * len(SUBAGENT_LEVEL_PATH) + 1
@@ -132,7 +132,7 @@ def test_a_sub_agent_below_the_deepest_level_is_refused_as_a_tool_error() -> Non
         *[f"level {n} done" for n in range(MAX_SUBAGENT_NESTING, 0, -1)],
         "Done.",
     )
-    result = agent.execute_sync([Message.user("Go")])
+    result = agent.execute([Message.user("Go")])
     assert result.status == "completed", result.error
     told = [
         m["content"]
@@ -173,7 +173,7 @@ def test_the_argument_depth_limit_fills_the_stored_state_exactly() -> None:
 
 # Arguments through a turn -----------------------------------------------------------
 def test_arguments_nested_5000_deep_are_a_tool_error_not_a_recursion_error() -> None:
-    result = agent_calling(nested_json(5000)).execute_sync([Message.user("Go")])
+    result = agent_calling(nested_json(5000)).execute([Message.user("Go")])
     assert result.status == "completed", result.error
     [tool_result] = result.state.messages[2].tool_results
     assert tool_result.is_error
@@ -188,10 +188,10 @@ def test_arguments_nested_5000_deep_are_a_tool_error_not_a_recursion_error() -> 
 
 def test_arguments_at_the_depth_limit_run_and_one_more_level_is_refused() -> None:
     SEEN.clear()
-    ok = agent_calling(nested_json(MAX_ARGUMENT_DEPTH)).execute_sync(["Go"])
+    ok = agent_calling(nested_json(MAX_ARGUMENT_DEPTH)).execute(["Go"])
     assert not ok.state.messages[2].tool_results[0].is_error
     assert json_depth(SEEN[-1]) == MAX_ARGUMENT_DEPTH
-    refused = agent_calling(nested_json(MAX_ARGUMENT_DEPTH + 1)).execute_sync(["Go"])
+    refused = agent_calling(nested_json(MAX_ARGUMENT_DEPTH + 1)).execute(["Go"])
     [result] = refused.state.messages[2].tool_results
     assert result.is_error and "refused" in result.content
     assert len(SEEN) == 1  # the tool never ran
@@ -199,7 +199,7 @@ def test_arguments_at_the_depth_limit_run_and_one_more_level_is_refused() -> Non
 
 def test_arguments_longer_than_the_limit_are_refused_and_not_kept() -> None:
     raw = json.dumps({"text": "x" * MAX_ARGUMENT_CHARS})
-    result = agent_calling(raw).execute_sync(["Go"])
+    result = agent_calling(raw).execute(["Go"])
     [tool_result] = result.state.messages[2].tool_results
     assert tool_result.is_error
     assert f"the limit is {MAX_ARGUMENT_CHARS}" in tool_result.content
@@ -225,7 +225,7 @@ def test_parsed_arguments_given_as_a_dict_are_bounded_too() -> None:
 
 
 def test_invalid_json_is_still_reported_as_invalid_json() -> None:
-    result = agent_calling('{"a": ').execute_sync(["Go"])
+    result = agent_calling('{"a": ').execute(["Go"])
     [tool_result] = result.state.messages[2].tool_results
     assert tool_result.is_error and "Invalid JSON" in tool_result.content
 
@@ -243,7 +243,7 @@ def test_an_oversized_tool_result_is_cut_with_a_note() -> None:
         tools=[big],
         replace_default_middleware=True,
     )
-    [result] = agent.execute_sync(["Go"]).state.messages[2].tool_results
+    [result] = agent.execute(["Go"]).state.messages[2].tool_results
     assert len(result.content) == MAX_TOOL_RESULT_CHARS
     assert result.content.endswith(
         f"the limit is {MAX_TOOL_RESULT_CHARS}. Ask for less at a time.]"
@@ -266,7 +266,7 @@ def test_a_tool_returning_a_value_too_deep_to_print_gives_a_result() -> None:
         tools=[weird],
         replace_default_middleware=True,
     )
-    [result] = agent.execute_sync(["Go"]).state.messages[2].tool_results
+    [result] = agent.execute(["Go"]).state.messages[2].tool_results
     assert "cannot be shown as text" in result.content
 
 

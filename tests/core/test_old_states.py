@@ -170,7 +170,7 @@ async def test_unreadable_interrupt_data_makes_resume_say_what_is_wrong(fake_llm
         match=r"cannot be read: interrupt_data\.action_requests\[0\]\.tool_call_id "
         "must be a string, not 7",
     ):
-        await agent.resume(state, [Approve(), Approve()])
+        await agent.aresume(state, [Approve(), Approve()])
     assert fake_llm.requests == []
 
 
@@ -180,7 +180,7 @@ async def test_an_old_hitl_pause_resumes_with_typed_decisions(fake_llm):
     state = restore(agent, "hitl_pause_v1.json")
     fake_llm.script(reply("Wrote it, kept old.md."))
 
-    result = await agent.resume(state, [Approve(), Reject(message="Keep it.")])
+    result = await agent.aresume(state, [Approve(), Reject(message="Keep it.")])
 
     assert result.status == "completed", result.error
     assert sorted(name for name, _ in calls) == ["read_file", "write_file"]
@@ -202,7 +202,7 @@ async def test_an_old_hitl_pause_still_refuses_a_decision_its_tool_did_not_allow
     before = StateSerializer.serialize_state(state)
 
     with pytest.raises(InvalidResume, match="'edit' is not allowed for 'delete_file'"):
-        await agent.resume(state, [Approve(), Edit(arguments={"path": "x"})])
+        await agent.aresume(state, [Approve(), Edit(arguments={"path": "x"})])
 
     assert StateSerializer.serialize_state(state) == before
     assert fake_llm.requests == []
@@ -241,7 +241,7 @@ async def test_an_old_subagent_pause_resumes_and_the_subagent_finishes(fake_llm)
     state = restore(parent, "subagent_pause_v1.json")
     fake_llm.script(reply("It is 3."), reply("The calculator says 3."))
 
-    result = await parent.resume(state, [{"type": "approve"}])
+    result = await parent.aresume(state, [{"type": "approve"}])
 
     assert result.status == "completed", result.error
     assert subagent_app.CALLS == [{"a": 1, "b": 2}]
@@ -271,7 +271,7 @@ async def test_an_old_nested_subagent_pause_resumes_through_both_levels(fake_llm
     state = restore(agent, "nested_subagent_pause_v1.json")
     fake_llm.script(reply("3"), reply("The calculator got 3."), reply("Done: 3."))
 
-    result = await agent.resume(state, [Approve()])
+    result = await agent.aresume(state, [Approve()])
 
     assert result.status == "completed", result.error
     assert subagent_app.CALLS == [{"a": 1, "b": 2}]

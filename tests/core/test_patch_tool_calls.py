@@ -167,7 +167,7 @@ async def test_the_model_receives_a_patched_history_and_the_state_keeps_it() -> 
         ]
     )
 
-    result = await agent.execute(state)
+    result = await agent.aexecute(state)
 
     assert result.status == "completed", result.error
     sent = model.requests[0].messages

@@ -173,7 +173,7 @@ async def test_the_llm_message_is_what_the_model_reads() -> None:
         MentionExpander({"ProjectBrief": BRIEF}), "When is the @ProjectBrief launch?"
     )
 
-    result = await agent.execute([llm])
+    result = await agent.aexecute([llm])
 
     assert result.status == "completed", result.error
     sent = model.requests[0].messages[-1]["content"]

@@ -149,7 +149,7 @@ async def test_a_purchase_under_the_limit_runs_without_a_person(shop):
         shop, [calls(("purchase", {"amount": 20}, "p1")), "Bought."], [SpendingLimit]
     )
 
-    result = await agent.execute(["Buy the small one"])
+    result = await agent.aexecute(["Buy the small one"])
 
     assert result.status == "completed", result.error
     assert shop.ran == [("purchase", {"amount": 20})]
@@ -163,7 +163,7 @@ async def test_a_purchase_over_the_limit_waits_with_the_policys_request(shop):
         [(SpendingLimit, {"id": "spending"})],
     )
 
-    result = await agent.execute(["Buy the big one"])
+    result = await agent.aexecute(["Buy the big one"])
 
     assert result.status == "interrupted"
     assert shop.ran == []
@@ -178,7 +178,7 @@ async def test_a_purchase_over_the_limit_waits_with_the_policys_request(shop):
             )
         ]
     )
-    final = await agent.resume(result.state, [Approve()])
+    final = await agent.aresume(result.state, [Approve()])
     assert final.status == "completed", final.error
     assert shop.ran == [("purchase", {"amount": 250})]
     assert len(model.requests) == 2
@@ -197,11 +197,11 @@ async def test_in_a_batch_only_the_large_purchase_waits_and_both_run_after(shop)
         [SpendingLimit],
     )
 
-    result = await agent.execute(["Buy both"])
+    result = await agent.aexecute(["Buy both"])
     assert result.interrupt.tool_call_ids == ["big"]
     assert shop.ran == []
 
-    final = await agent.resume(result.state, [{"type": "approve"}])
+    final = await agent.aresume(result.state, [{"type": "approve"}])
 
     assert final.status == "completed", final.error
     assert sorted(a["amount"] for _, a in shop.ran) == [5, 900]
@@ -216,7 +216,7 @@ async def test_staff_are_trusted_and_others_wait(shop, is_staff, paused):
         tool_context={"is_staff": is_staff},
     )
 
-    result = await agent.execute(["Delete my account"])
+    result = await agent.aexecute(["Delete my account"])
 
     assert (result.status == "interrupted") is paused
     assert shop.ran == ([] if paused else [("delete_account", {})])
@@ -239,7 +239,7 @@ async def test_every_policy_asks_about_its_calls_in_one_interrupt_in_call_order(
         interrupt_on={"write_file": {"allowed_decisions": ["approve", "reject"]}},
     )
 
-    result = await agent.execute(["Do everything"])
+    result = await agent.aexecute(["Do everything"])
 
     requests = result.interrupt.action_requests
     assert [(r.tool_call_id, r.middleware_id) for r in requests] == [
@@ -253,7 +253,7 @@ async def test_every_policy_asks_about_its_calls_in_one_interrupt_in_call_order(
     assert limit.asked == [["w1", "l1", "p1", "d1"]]
     assert trust.asked == [["w1", "l1", "d1"]]
 
-    final = await agent.resume(
+    final = await agent.aresume(
         result.state, [Reject(), Edit(arguments={"amount": 30}), Approve()]
     )
 
@@ -273,14 +273,14 @@ async def test_decisions_go_to_the_middleware_that_asked_and_it_may_change_them(
         [calls(("delete_account", {}, "d1"), ("purchase", {"amount": 2000}, "p1"))],
         [policy, TrustStaff],
     )
-    paused = await customer.execute(["Delete and buy"])
+    paused = await customer.aexecute(["Delete and buy"])
     assert paused.interrupt.tool_call_ids == ["d1", "p1"]
 
     # A member of staff decides: the agent is rebuilt with their tool_context.
     staff, _ = build(
         shop, ["Done."], [policy, TrustStaff], tool_context={"is_staff": True}
     )
-    final = await staff.resume(paused.state, [Approve(), Approve()])
+    final = await staff.aresume(paused.state, [Approve(), Approve()])
 
     assert final.status == "completed", final.error
     # Only the purchase was routed to the spending policy, which capped it.
@@ -294,16 +294,16 @@ async def test_a_policy_that_refuses_the_decisions_changes_nothing(shop):
     agent, model = build(
         shop, [calls(("purchase", {"amount": 300}, "p1")), "Bought."], [policy]
     )
-    paused = await agent.execute(["Buy"])
+    paused = await agent.aexecute(["Buy"])
     before = StateSerializer.serialize_state(paused.state)
 
     with pytest.raises(InvalidResume, match="Only staff may approve"):
-        await agent.resume(paused.state, [Approve()])
+        await agent.aresume(paused.state, [Approve()])
 
     assert StateSerializer.serialize_state(paused.state) == before
     assert shop.ran == [] and len(model.requests) == 1
     # A rejection is anyone's to make.
-    final = await agent.resume(paused.state, [Reject(message="Too much.")])
+    final = await agent.aresume(paused.state, [Reject(message="Too much.")])
     assert final.status == "completed", final.error
     assert "Too much." in final.state.messages[2].tool_results[0].content
 
@@ -337,7 +337,7 @@ async def test_a_review_hook_that_misbehaves_ends_the_turn_and_nothing_runs(
 ):
     agent, _ = build(shop, [calls(("lookup", {}, "l1"))], [middleware])
 
-    result = await agent.execute(["Look it up"])
+    result = await agent.aexecute(["Look it up"])
 
     assert result.status == "error"
     assert problem in result.error
@@ -351,9 +351,9 @@ async def test_a_review_decisions_hook_returning_the_wrong_count_ends_the_turn(s
             return []
 
     agent, _ = build(shop, [calls(("purchase", {"amount": 300}, "p1"))], [Forgets])
-    paused = await agent.execute(["Buy"])
+    paused = await agent.aexecute(["Buy"])
 
-    result = await agent.resume(paused.state, [Approve()])
+    result = await agent.aresume(paused.state, [Approve()])
 
     assert result.status == "error"
     assert "failed in review_decisions" in result.error
@@ -375,7 +375,7 @@ async def test_interrupt_on_can_describe_a_tool_for_the_person(shop):
         },
     )
 
-    result = await agent.execute(["Write"])
+    result = await agent.aexecute(["Write"])
 
     [request] = result.interrupt.action_requests
     assert request.description == "Writes to the shared drive"
@@ -398,8 +398,8 @@ async def test_a_human_in_the_loop_subclass_can_skip_approval_for_staff(shop):
     )
     guest, _ = build(shop, [calls(("write_file", {}, "w1"))], [spec])
 
-    assert (await staff.execute(["Write"])).status == "completed"
-    assert (await guest.execute(["Write"])).status == "interrupted"
+    assert (await staff.aexecute(["Write"])).status == "completed"
+    assert (await guest.aexecute(["Write"])).status == "interrupted"
     assert shop.ran == [("write_file", {})]
 
 
@@ -416,9 +416,9 @@ async def test_an_after_model_hook_may_raise_a_typed_hitl_interrupt(shop):
         shop, [calls(("lookup", {}, "l1")), "Found."], [AskAboutEverything]
     )
 
-    paused = await agent.execute(["Look"])
+    paused = await agent.aexecute(["Look"])
     assert paused.interrupt_data["type"] == "hitl"
-    final = await agent.resume(paused.state, [{"type": "edit", "arguments": {}}])
+    final = await agent.aresume(paused.state, [{"type": "edit", "arguments": {}}])
 
     assert final.status == "completed", final.error
     assert shop.ran == [("lookup", {})]
@@ -442,9 +442,9 @@ async def test_a_custom_resume_may_hand_back_decisions_as_json(shop):
             )
 
     agent, _ = build(shop, [calls(("lookup", {}, "l1")), "ok"], [AskFirst])
-    paused = await agent.execute(["Look"])
+    paused = await agent.aexecute(["Look"])
 
-    final = await agent.resume(paused.state, "no")
+    final = await agent.aresume(paused.state, "no")
 
     assert final.status == "completed", final.error
     assert shop.ran == []

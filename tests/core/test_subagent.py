@@ -45,7 +45,7 @@ async def test_a_general_purpose_subagent_completes_and_the_parent_sees_only_its
     )
     seen: list = []
     parent = build_parent(fake_llm.base_url, transport)
-    result = await parent.execute(["What is 2+3?"], callbacks=[events_into(seen)])
+    result = await parent.aexecute(["What is 2+3?"], callbacks=[events_into(seen)])
     assert result.status == "completed", result.error
     task_result = result.state.messages[2].tool_results[0]
     assert (task_result.name, task_result.content) == ("task", "The sum is 5.")
@@ -83,7 +83,7 @@ async def test_a_failing_subagent_becomes_an_error_result_for_the_parent(
         fault.http(400),
         reply("The sub-agent failed, sorry."),
     )
-    result = await build_parent(fake_llm.base_url, transport).execute(["Go"])
+    result = await build_parent(fake_llm.base_url, transport).aexecute(["Go"])
     assert result.status == "completed", result.error
     task_result = result.state.messages[2].tool_results[0]
     assert task_result.is_error
@@ -98,7 +98,7 @@ async def test_progress_events_are_hidden_with_show_progress_false(fake_llm, tra
     )
     seen: list = []
     parent = build_parent(fake_llm.base_url, transport, show_progress=False)
-    result = await parent.execute(["Go"], callbacks=[events_into(seen)])
+    result = await parent.aexecute(["Go"], callbacks=[events_into(seen)])
     assert result.status == "completed", result.error
     assert [n for n, _ in seen if n == "subagent_event"] == []
 
@@ -123,7 +123,7 @@ async def test_block_middleware_is_not_inherited_by_general_purpose(
         middleware=[Marker, (SubAgent, {"block_middleware": [Marker]})],
         replace_default_middleware=True,
     )
-    result = await parent_with_marker.execute(["Go"])
+    result = await parent_with_marker.aexecute(["Go"])
     assert result.status == "completed", result.error
     assert "MARKER PROMPT" in fake_llm.requests[0]["messages"][0]["content"]
     assert "MARKER PROMPT" not in fake_llm.requests[1]["messages"][0]["content"]
@@ -133,7 +133,7 @@ async def test_an_unknown_subagent_type_is_an_error_the_model_reads(
     fake_llm, transport
 ):
     fake_llm.script(reply(tool_calls=[task_call("wizard", "x")]), reply("ok"))
-    result = await build_parent(fake_llm.base_url, transport).execute(["Go"])
+    result = await build_parent(fake_llm.base_url, transport).aexecute(["Go"])
     task_result = result.state.messages[2].tool_results[0]
     assert task_result.is_error and "wizard" in task_result.content
 
@@ -152,7 +152,7 @@ def _resume_in_fresh_interpreter(
         state = deserialize_server_state(
             agent.agent_id, json.loads(state_json), middleware=agent.middleware
         )
-        result = agent.resume_sync(state, decisions)
+        result = agent.resume(state, decisions)
         print(json.dumps({
             "status": result.status,
             "error": result.error,
@@ -184,7 +184,7 @@ async def test_a_subagent_pausing_twice_resumes_across_fresh_interpreters(fake_l
     )
     subagent_app.CALLS.clear()
     parent = build_parent(fake_llm.base_url)
-    first = await parent.execute(["Add things"])
+    first = await parent.aexecute(["Add things"])
     assert first.status == "interrupted", first.error
     data = first.interrupt_data
     assert data["type"] == "subagent" and data["subagent"] == "calculator"
@@ -229,13 +229,13 @@ async def test_bad_decisions_for_a_subagent_leave_the_parent_state_unchanged(fak
         reply(tool_calls=[tool_call("add", {"a": 1, "b": 2}, id="s1")]),
     )
     parent = build_parent(fake_llm.base_url)
-    first = await parent.execute(["Add"])
+    first = await parent.aexecute(["Add"])
     before = StateSerializer.serialize_state(first.state)
     requests = len(fake_llm.requests)
     with pytest.raises(InvalidResume, match="Expected 1 decision"):
-        await parent.resume(first.state, [{"type": "approve"}, {"type": "approve"}])
+        await parent.aresume(first.state, [{"type": "approve"}, {"type": "approve"}])
     with pytest.raises(InvalidResume, match=r"decisions\[0\]\.arguments is required"):
-        await parent.resume(first.state, [{"type": "edit"}])
+        await parent.aresume(first.state, [{"type": "edit"}])
     assert StateSerializer.serialize_state(first.state) == before
     assert len(fake_llm.requests) == requests
 
@@ -246,7 +246,7 @@ async def test_a_subagent_pause_without_its_middleware_is_demoted_on_load(fake_l
         reply(tool_calls=[tool_call("add", {"a": 1, "b": 2}, id="s1")]),
     )
     parent = build_parent(fake_llm.base_url)
-    first = await parent.execute(["Add"])
+    first = await parent.aexecute(["Add"])
     stored = StateSerializer.serialize_server_state(first.state)
     loaded = deserialize_server_state("parent-1", stored, middleware=[])
     result = loaded.messages[2].tool_results[0]
@@ -280,7 +280,7 @@ async def test_state_updates_of_the_batch_survive_a_subagent_pause(fake_llm):
         middleware=[entry.to_raw_spec() for entry in parent.middleware],
         replace_default_middleware=True,
     )
-    first = await parent.execute(["Note and add"])
+    first = await parent.aexecute(["Note and add"])
     assert first.status == "interrupted", first.error
     assert first.state.metadata == {"noted": "remember me"}
 
@@ -327,7 +327,7 @@ async def test_a_subagent_keeps_its_own_max_runs(fake_llm):
     parent = parent_with(fake_llm.base_url, looper)
     assert parent.max_runs == 50
 
-    result = await parent.execute(["Go"])
+    result = await parent.aexecute(["Go"])
 
     assert result.status == "completed", result.error
     task_result = result.state.messages[2].tool_results[0]
@@ -352,7 +352,7 @@ async def test_a_subagent_stops_at_its_own_until_tool_and_answers_with_its_resul
         reply("The reporter says 42."),
     )
 
-    result = await parent_with(fake_llm.base_url, reporter).execute(["Go"])
+    result = await parent_with(fake_llm.base_url, reporter).aexecute(["Go"])
 
     assert result.status == "completed", result.error
     # The last permitted response's until_tool call ran and ended the sub-agent.
@@ -373,7 +373,7 @@ async def test_a_resumed_subagent_is_rebuilt_with_its_own_max_runs(fake_llm):
         reply(tool_calls=[tool_call("add", {"a": 1, "b": 2}, id="a1")]),
     )
     parent = parent_with(fake_llm.base_url, careful)
-    paused = await parent.execute(["Go"])
+    paused = await parent.aexecute(["Go"])
     assert paused.status == "interrupted", paused.error
 
     fake_llm.script(
@@ -387,7 +387,7 @@ async def test_a_resumed_subagent_is_rebuilt_with_its_own_max_runs(fake_llm):
     state = deserialize_server_state(
         fresh.agent_id, stored, middleware=fresh.middleware
     )
-    result = await fresh.resume(state, [{"type": "approve"}])
+    result = await fresh.aresume(state, [{"type": "approve"}])
 
     assert result.status == "completed", result.error
     task_result = result.state.messages[2].tool_results[0]

@@ -390,7 +390,7 @@ async def test_at_the_threshold_the_next_request_carries_the_summary_and_the_kep
         messages_to_keep=3,
     )
 
-    result = await agent.execute(State(messages=messages))
+    result = await agent.aexecute(State(messages=messages))
 
     assert result.status == "completed", result.error
     summary_call, main_call = fake_llm.requests
@@ -421,7 +421,7 @@ async def test_one_token_below_the_threshold_nothing_is_summarized() -> None:
         messages_to_keep=3,
     )
 
-    result = await agent.execute(State(messages=messages))
+    result = await agent.aexecute(State(messages=messages))
 
     assert result.status == "completed", result.error
     assert len(model.requests) == 1
@@ -459,7 +459,7 @@ async def test_a_compacted_history_is_not_summarized_again_later_in_the_turn() -
         replace_default_middleware=True,
     )
 
-    result = await agent.execute(State(messages=messages))
+    result = await agent.aexecute(State(messages=messages))
 
     assert result.status == "completed", result.error
     assert len(model.requests) == 3
@@ -494,7 +494,7 @@ async def test_todos_and_file_paths_survive_compaction() -> None:
     model = ScriptedModel(["We worked on a plan.", "Reviewed."])
     agent = summarizing_agent(model, max_tokens_before_summary=1, messages_to_keep=1)
 
-    result = await agent.execute(State(messages=messages, todos=todos))
+    result = await agent.aexecute(State(messages=messages, todos=todos))
 
     assert result.status == "completed", result.error
     assert result.state.todos == todos
@@ -518,7 +518,7 @@ async def test_a_summary_model_answering_http_500_keeps_every_message(
     )
 
     with caplog.at_level(logging.WARNING):
-        result = await agent.execute(State(messages=messages))
+        result = await agent.aexecute(State(messages=messages))
 
     assert result.status == "completed", result.error
     assert len(fake_llm.requests) == 2
@@ -541,7 +541,7 @@ async def test_a_failed_summary_keeps_every_message_and_the_turn_goes_on(
     agent = summarizing_agent(model, max_tokens_before_summary=1, messages_to_keep=2)
 
     with caplog.at_level(logging.WARNING):
-        result = await agent.execute(State(messages=messages))
+        result = await agent.aexecute(State(messages=messages))
 
     assert result.status == "completed", result.error
     assert model.requests[1].messages == messages_to_openai(messages)
@@ -571,7 +571,7 @@ async def test_a_custom_token_counter_and_prompt_are_used(asynchronous: bool) ->
         summary_prompt="Squeeze this:\n{conversation}\nEND",
     )
 
-    result = await agent.execute(State(messages=messages))
+    result = await agent.aexecute(State(messages=messages))
 
     assert result.status == "completed", result.error
     assert counted == [7]
@@ -594,7 +594,7 @@ async def test_a_summary_model_option_writes_the_summary_instead_of_the_agents_m
         main, model=small, max_tokens_before_summary=1, messages_to_keep=2
     )
 
-    result = await agent.execute(State(messages=messages))
+    result = await agent.aexecute(State(messages=messages))
 
     assert result.status == "completed", result.error
     assert len(small.requests) == 1 and len(main.requests) == 1
@@ -608,7 +608,7 @@ async def test_the_summary_reaches_no_turn_callback_and_is_announced_as_debug_ev
     model = ScriptedModel(["SECRET SUMMARY", "final answer"])
     agent = summarizing_agent(model, max_tokens_before_summary=1, messages_to_keep=1)
 
-    result = await agent.execute(
+    result = await agent.aexecute(
         State(messages=[*chat(2), user("newest question")]),
         callbacks=[
             {
@@ -701,7 +701,7 @@ async def test_a_short_conversation_is_never_counted_with_a_tokenizer(
     agent = summarizing_agent(model)
     messages = [*chat(4), user("newest question")]
 
-    result = await agent.execute(State(messages=messages))
+    result = await agent.aexecute(State(messages=messages))
 
     assert result.status == "completed", result.error
     assert len(model.requests) == 1
@@ -715,7 +715,7 @@ async def test_a_long_conversation_for_an_openai_model_is_counted_exactly() -> N
     assert isinstance(middleware, Summarization)
     messages = [*chat(3), calls("c1", path="x.md"), results("c1", content="é" * 40)]
 
-    counted = await middleware.count_tokens(messages)
+    counted = await middleware.acount_tokens(messages)
 
     litellm = import_litellm()
     exact = litellm.token_counter(model="gpt-4o", messages=messages_to_openai(messages))

@@ -49,7 +49,7 @@ async def run(
         middleware=[(TodoList, options)] if options else [TodoList],
         replace_default_middleware=True,
     )
-    result = await agent.execute(
+    result = await agent.aexecute(
         state or State(messages=[Message.user("Plan it")]),
         callbacks=[
             {"on_agent_event": lambda ex, name, data: events.append((name, data))}

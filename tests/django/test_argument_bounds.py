@@ -41,7 +41,7 @@ def direct_turn(depth: int) -> Any:
         tools=[ECHO],
         replace_default_middleware=True,
     )
-    return agent.execute_sync([Message.user("Go")])
+    return agent.execute([Message.user("Go")])
 
 
 def test_the_deepest_paused_sub_agent_with_arguments_at_the_limit_is_stored(
@@ -51,7 +51,7 @@ def test_the_deepest_paused_sub_agent_with_arguments_at_the_limit_is_stored(
     # call whose arguments are as deep as allowed: the state is exactly as deep as
     # the store accepts.
     parent = chain(MAX_SUBAGENT_NESTING, nested_json(MAX_ARGUMENT_DEPTH))
-    result = parent.execute_sync([Message.user("Go")])
+    result = parent.execute([Message.user("Go")])
     assert result.status == "interrupted", result.error
     data = serialize_server_state(result.state)
     assert json_depth(data) == MAX_STATE_DEPTH

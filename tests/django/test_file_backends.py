@@ -389,7 +389,7 @@ async def run_turn(scope: tuple[str, str], backend: Backend, *steps: ToolCall) -
         ],
         replace_default_middleware=True,
     )
-    result = await agent.execute([Message.user("Go")])
+    result = await agent.aexecute([Message.user("Go")])
     assert result.ok, result.error
     return [r for m in result.state.messages for r in m.tool_results]
 

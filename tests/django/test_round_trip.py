@@ -58,7 +58,7 @@ def run_turn(
     """One turn as the runtime runs it: save the user's message, execute, persist."""
     user = Message.user(user_text)
     DjangoDisplayMessagePersistence().save_message(scope, user, context)
-    result = async_to_sync(agent.execute)(
+    result = async_to_sync(agent.aexecute)(
         state.add_message(user),
         callbacks=[
             display_callbacks(DjangoDisplayMessagePersistence(), scope, context)

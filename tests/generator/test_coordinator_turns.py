@@ -1,6 +1,6 @@
 """The generated coordinator's turns: nothing lost in silence, no lost updates.
 
-Turns run in-process against the fake OpenAI server, through ``run_turn_sync`` (and
+Turns run in-process against the fake OpenAI server, through ``run_turn`` (and
 ``async_to_sync``), so the ORM calls come back to this thread and its test
 transaction; the thread race at the end commits for real (PostgreSQL only: the
 in-memory SQLite test database refuses concurrent threads instead of queueing them).
@@ -119,7 +119,7 @@ def test_a_message_that_cannot_be_taken_is_refused_before_any_model_call(
     session = start_conversation_session(conversation.pk, scope=scope)
 
     with pytest.raises(InvalidInput, match=problem):
-        session.run_turn_sync(text)
+        session.run_turn(text)
 
     assert fake_model.requests == []
     assert nothing_written(conversation)
@@ -134,7 +134,7 @@ def test_a_bad_max_state_bytes_fails_the_turn_before_the_model_is_called(
     session = start_conversation_session(conversation.pk, scope=scope)
 
     with pytest.raises(ImproperlyConfigured, match="MAX_STATE_BYTES"):
-        session.run_turn_sync("Plan our offsite")
+        session.run_turn("Plan our offsite")
 
     assert fake_model.requests == []
     assert nothing_written(conversation)
@@ -146,7 +146,7 @@ def test_a_message_is_saved_with_its_state_before_the_model_answers(
     fake_model.script(fault.http(400, message="The prompt is not allowed."))
     session = start_conversation_session(conversation.pk, scope=scope)
 
-    result = session.run_turn_sync("Plan our offsite")
+    result = session.run_turn("Plan our offsite")
 
     assert result.status == "error"
     assert stored_roles(scope, conversation) == ["user"]
@@ -169,7 +169,7 @@ def test_an_oversized_result_is_an_error_recorded_and_the_next_turn_keeps_histor
     fake_model.script(reply("y" * 5_000), reply("Short answer."))
     session = start_conversation_session(conversation.pk, scope=scope)
 
-    first = session.run_turn_sync("Write me an essay")
+    first = session.run_turn("Write me an essay")
 
     assert first.status == "error"
     assert not first.ok
@@ -188,7 +188,7 @@ def test_an_oversized_result_is_an_error_recorded_and_the_next_turn_keeps_histor
         ("system", "error", NOT_SAVED),
     ]
 
-    second = session.run_turn_sync("Then a haiku")
+    second = session.run_turn("Then a haiku")
 
     assert second.status == "completed"
     assert sent_texts(fake_model.requests[1]) == ["Write me an essay", "Then a haiku"]
@@ -227,7 +227,7 @@ def test_a_turn_that_reports_success_was_saved_even_with_arguments_95_deep(
     )
     session = start_conversation_session(conversation.pk, scope=scope)
 
-    first = session.run_turn_sync("Plan our offsite")
+    first = session.run_turn("Plan our offsite")
 
     failures = PersistenceFailure.objects.filter(
         conversation=conversation, kind="state"
@@ -240,7 +240,7 @@ def test_a_turn_that_reports_success_was_saved_even_with_arguments_95_deep(
         assert failures.exists()
 
     later = start_conversation_session(conversation.pk, scope=scope)
-    later.run_turn_sync("Are you there?")
+    later.run_turn("Are you there?")
 
     assert sent_texts(fake_model.requests[-1])[0] == "Plan our offsite"
     assert stored_texts(scope, conversation)[0] == "Plan our offsite"
@@ -257,7 +257,7 @@ def test_two_sessions_running_at_once_the_second_gets_a_run_conflict(
 
     async def both() -> list[Any]:
         return await asyncio.gather(
-            a.run_turn("Message A"), b.run_turn("Message B"), return_exceptions=True
+            a.arun_turn("Message A"), b.arun_turn("Message B"), return_exceptions=True
         )
 
     first, second = async_to_sync(both)()
@@ -282,10 +282,10 @@ def test_a_session_that_fell_behind_is_refused_and_can_catch_up(
     fake_model.script(reply("Hello A."), reply("Hello B."))
     a = start_conversation_session(conversation.pk, scope=scope)
     b = start_conversation_session(conversation.pk, scope=scope)
-    a.run_turn_sync("Message A")
+    a.run_turn("Message A")
 
     with pytest.raises(StateConflict, match="was changed by another writer"):
-        b.run_turn_sync("Message B")
+        b.run_turn("Message B")
 
     assert len(fake_model.requests) == 1
     assert stored_texts(scope, conversation) == ["Message A", "Hello A."]
@@ -293,7 +293,7 @@ def test_a_session_that_fell_behind_is_refused_and_can_catch_up(
     assert AgentRun.objects.filter(conversation=conversation).count() == 1
 
     b.load()
-    b.run_turn_sync("Message B")
+    b.run_turn("Message B")
 
     assert sent_texts(fake_model.requests[1]) == ["Message A", "Hello A.", "Message B"]
     assert stored_texts(scope, conversation) == [
@@ -316,7 +316,7 @@ def test_a_state_written_by_someone_else_during_a_turn_is_not_overwritten(
     session = start_conversation_session(conversation.pk, scope=scope)
 
     async def turn_and_import() -> Any:
-        turn = asyncio.ensure_future(session.run_turn("Message A"))
+        turn = asyncio.ensure_future(session.arun_turn("Message A"))
         while not await sync_to_async(
             AgentRun.objects.filter(conversation=conversation, status="running").exists
         )():
@@ -347,7 +347,7 @@ def test_a_cancelled_turn_frees_the_conversation(
     session = start_conversation_session(conversation.pk, scope=scope)
 
     async def cancel_mid_turn() -> None:
-        turn = asyncio.ensure_future(session.run_turn("Message A"))
+        turn = asyncio.ensure_future(session.arun_turn("Message A"))
         while not fake_model.requests:
             await asyncio.sleep(0.01)
         turn.cancel()
@@ -358,7 +358,7 @@ def test_a_cancelled_turn_frees_the_conversation(
 
     run = AgentRun.objects.get(conversation=conversation)
     assert run.status == "cancelled"
-    assert session.run_turn_sync("Message B").status == "completed"
+    assert session.run_turn("Message B").status == "completed"
 
 
 def test_bad_decisions_on_resume_leave_no_run_behind(
@@ -374,12 +374,12 @@ def test_bad_decisions_on_resume_leave_no_run_behind(
     plan = tool_call("write_todos", {"todos": [{"content": "x"}]}, id="call_plan")
     fake_model.script(reply(tool_calls=[plan]))
     session = start_conversation_session(conversation.pk, scope=scope)
-    session.run_turn_sync("Plan")
+    session.run_turn("Plan")
     runs = AgentRun.objects.filter(conversation=conversation)
     assert [r.status for r in runs] == ["interrupted"]
 
     with pytest.raises(InvalidResume):
-        async_to_sync(session.resume)([{"type": "approve"}, {"type": "approve"}])
+        async_to_sync(session.aresume)([{"type": "approve"}, {"type": "approve"}])
 
     assert [r.status for r in runs.all()] == ["interrupted"]
 
@@ -406,7 +406,7 @@ def test_two_sessions_in_threads_one_turn_wins_and_the_transcript_agrees(
     def turn(name: str, session: Any) -> None:
         try:
             start.wait()
-            outcomes[name] = session.run_turn_sync(f"Message {name}")
+            outcomes[name] = session.run_turn(f"Message {name}")
         except Exception as exc:
             outcomes[name] = exc
         finally:

@@ -4,7 +4,7 @@ The fresh-project test covers the generated code for a team-owned site; here the
 paths it leaves out run in-process against the fake OpenAI server: a turn that
 pauses for approval and is resumed in a new session, a message refused while the
 approval waits, a failing model, and another user's scope. Turns run through
-``run_turn_sync`` (and ``async_to_sync``), so the ORM calls come back to this
+``run_turn`` (and ``async_to_sync``), so the ORM calls come back to this
 thread and its test transaction.
 """
 
@@ -83,7 +83,7 @@ def test_an_approval_pause_is_stored_and_resumed_in_a_new_session(
     fake_model.script(reply(tool_calls=[PLAN]), reply("Planned."))
 
     paused = start_conversation_session(conversation.pk, scope=scope)
-    first = paused.run_turn_sync("Plan our offsite")
+    first = paused.run_turn("Plan our offsite")
     assert first.status == "interrupted"
     assert first.interrupt_data is not None
     assert first.interrupt_data["action_requests"][0]["tool_name"] == "write_todos"
@@ -92,7 +92,7 @@ def test_an_approval_pause_is_stored_and_resumed_in_a_new_session(
     # by the HumanInTheLoop middleware of the rebuilt agent.
     later = start_conversation_session(str(conversation.pk), scope=scope)
     assert later.state.interrupt_data == first.interrupt_data
-    result = async_to_sync(later.resume)([{"type": "approve"}])
+    result = async_to_sync(later.aresume)([{"type": "approve"}])
 
     assert result.status == "completed"
     assert result.last_message is not None
@@ -120,11 +120,11 @@ def test_a_message_while_an_approval_waits_is_refused_and_saves_nothing(
     monkeypatch.setattr(factory, "INTERRUPT_ON", {"write_todos": True})
     fake_model.script(reply(tool_calls=[PLAN]))
     session = start_conversation_session(conversation.pk, scope=scope)
-    session.run_turn_sync("Plan our offsite")
+    session.run_turn("Plan our offsite")
     before = conversations.load_agent_state(scope, conversation.pk)
 
     with pytest.raises(InvalidResume, match="waits for decisions"):
-        session.run_turn_sync("Hello?")
+        session.run_turn("Hello?")
 
     assert conversations.load_agent_state(scope, conversation.pk) == before
     assert len(display(scope, conversation)) == 2
@@ -137,7 +137,7 @@ def test_a_failing_model_ends_the_turn_with_its_error_and_keeps_the_message(
     fake_model.script(fault.http(400, message="The prompt is not allowed."))
     session = start_conversation_session(conversation.pk, scope=scope)
 
-    result = session.run_turn_sync("Plan our offsite")
+    result = session.run_turn("Plan our offsite")
 
     assert result.status == "error"
     assert "The prompt is not allowed." in (result.error or "")
@@ -194,8 +194,8 @@ def test_the_first_turn_names_the_conversation(
 ) -> None:
     fake_model.script(reply("Let us plan."), reply("More plans."))
     session = start_conversation_session(conversation.pk, scope=scope)
-    session.run_turn_sync("Plan our offsite")
-    session.run_turn_sync("And the budget?")
+    session.run_turn("Plan our offsite")
+    session.run_turn("And the budget?")
 
     stored = conversations.load_agent_state(scope, conversation.pk)
     assert stored is not None
@@ -219,7 +219,7 @@ def test_the_agents_files_are_stored_in_the_database_for_every_process(
         conversation.pk, scope=scope, filesystem_scope=filesystem_scope
     )
 
-    result = session.run_turn_sync("Note the venue")
+    result = session.run_turn("Note the venue")
 
     assert result.status == "completed"
     stored = StoredFile.objects.get(path="/notes/venue.md")

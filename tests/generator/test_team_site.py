@@ -192,10 +192,10 @@ red_scope, no_team = TeamScope.for_user(bob), TeamScope.for_user(carol)
 session = start_conversation_session(
     conversation.pk, scope=scope, filesystem_scope=("team", blue.pk)
 )
-first = asyncio.run(session.run_turn("Plan our offsite"))
+first = asyncio.run(session.arun_turn("Plan our offsite"))
 reloaded = start_conversation_session(str(conversation.pk), scope=scope)
 reloaded_roles = [m.role for m in reloaded.state.messages]
-second = reloaded.run_turn_sync("Any news?")
+second = reloaded.run_turn("Any news?")
 
 try:
     start_conversation_session(conversation.pk, scope=red_scope)

@@ -18,12 +18,12 @@ Lifecycle (see the reference, 001):
   all the requests make one ``HITLInterrupt``. ``HumanInTheLoop`` implements it
   from ``interrupt_on``; a site's own policy (approve small amounts, trust staff)
   is a middleware that implements it too.
-- ``review_decisions(state, requests, decisions, context)``: on ``Agent.resume``,
+- ``review_decisions(state, requests, decisions, context)``: on ``Agent.aresume``,
   the person's decisions on the requests this middleware asked for (already
   checked against them); return them, changed or not, or raise ``InvalidResume`` to
   refuse them (nothing changes).
 - ``handle_resume(agent, state, resume_data)``: offered any other pending interrupt
-  on ``Agent.resume``; return None when it is not this middleware's.
+  on ``Agent.aresume``; return None when it is not this middleware's.
 - ``handle_message(message, state)``: a message routed to this middleware by id.
 - ``on_server_start(state)``: a conversation session started or restarted.
 - ``restorable_interrupt(data)``: may this middleware resume ``data`` after a restart?

@@ -5,7 +5,7 @@
 (``description`` is optional and shown to the person). HumanInTheLoop is an ordinary
 middleware: it implements ``review_tool_calls`` and the loop does the rest (see
 ``core.review``). When the model calls such a tool the turn ends ``interrupted``
-with a ``HITLInterrupt``; ``Agent.resume(state, decisions)`` takes one decision per
+with a ``HITLInterrupt``; ``Agent.aresume(state, decisions)`` takes one decision per
 action request, in order (the JSON forms are in ``core.approvals``). Calls of the
 same response that need no approval run with the approved ones. Bad decisions raise
 ``InvalidResume`` and change nothing.

@@ -213,7 +213,7 @@ class SubAgent(Middleware):
             system_prompt=system_prompt,
         )
         with self._progress(subagent_type, call_id) as callbacks:
-            await run.execute(callbacks, cancel=_cancel_token(context.execution))
+            await run.aexecute(callbacks, cancel=_cancel_token(context.execution))
         return self._outcome(run, call_id, name)
 
     async def handle_resume(
@@ -238,7 +238,7 @@ class SubAgent(Middleware):
         )
         with self._progress(subagent_type, call_id) as callbacks:
             # InvalidResume leaves all as it was
-            await run.resume(
+            await run.aresume(
                 resume_data, callbacks, cancel=_cancel_token(options.get("execution"))
             )
         result = self._outcome(run, call_id, paused.name)

@@ -377,7 +377,7 @@ class Summarization(Middleware):
         messages = state.messages
         if len(messages) <= self.messages_to_keep:
             return state  # nothing could be summarized: skip counting
-        total = await self.count_tokens(messages)
+        total = await self.acount_tokens(messages)
         if total < self.max_tokens_before_summary:
             return state
         head, old, kept = partition(messages, self.messages_to_keep)
@@ -409,7 +409,7 @@ class Summarization(Middleware):
         )
         return state.set_messages(compacted)
 
-    async def count_tokens(self, messages: Sequence[Message]) -> int:
+    async def acount_tokens(self, messages: Sequence[Message]) -> int:
         """The history's size in tokens, as the threshold is checked against."""
         if self.token_counter is not None:
             result = self.token_counter(list(messages))

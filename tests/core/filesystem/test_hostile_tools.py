@@ -507,7 +507,7 @@ async def call_tool(
     )
     gc.collect()  # a full collection is not what the ticker is watching for
     started = time.monotonic()
-    result, gaps = await run_with_ticker(agent.execute([Message.user("Go")]))
+    result, gaps = await run_with_ticker(agent.aexecute([Message.user("Go")]))
     elapsed = time.monotonic() - started
     assert result.status == "completed", result.error
     [tool_result] = result.state.messages[2].tool_results

@@ -78,7 +78,7 @@ def test_building_an_agent_over_a_filesystem_does_no_io(scope: Any) -> None:
 
 def test_a_turn_that_touches_no_file_does_no_io(scope: Any) -> None:
     recorder = RecordingPersistence()
-    result = _agent_over(recorder, scope).execute_sync([Message.user("Hi")])
+    result = _agent_over(recorder, scope).execute([Message.user("Hi")])
     assert result.status == "completed", result.error
     assert recorder.calls == []
 
@@ -98,7 +98,7 @@ def test_files_are_listed_on_first_use_and_loaded_when_read(scope: Any) -> None:
             ]
         ),
     )
-    result = agent.execute_sync([Message.user("Go")])
+    result = agent.execute([Message.user("Go")])
     assert result.status == "completed", result.error
     assert "/kept.md" in result.state.messages[2].tool_results[0].content
     assert "kept" in result.state.messages[4].tool_results[0].content
