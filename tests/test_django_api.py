@@ -20,6 +20,7 @@ INTERNAL_MODULES = (
     "django.db.backends.postgresql",
     "django.db.backends.sqlite3",
     "django.db.backends.utils",
+    "django.contrib.admin.utils",
 )
 INTERNAL_CALLS = re.compile(
     r"\.(get_compiler|get_converters|apply_converters)\(|\.query\."

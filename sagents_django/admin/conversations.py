@@ -20,14 +20,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.contrib.admin.utils import display_for_value
 from django.contrib.auth import get_permission_codename
 from django.db import models
 from django.db.models import Count, OuterRef, Subquery
 from django.db.models.functions import Coalesce, Greatest
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import formats, timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -238,7 +237,7 @@ class ConversationAdmin(admin.ModelAdmin):
     def last_activity(self, conversation: AbstractConversation) -> str:
         # Formatted here: a read-only field would print a raw datetime's repr.
         value = getattr(conversation, "last_activity", None) or conversation.updated_at
-        return display_for_value(value, self.get_empty_value_display())
+        return formats.localize(timezone.localtime(value))
 
     # Change page ------------------------------------------------------------------
     def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
