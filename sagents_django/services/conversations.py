@@ -19,7 +19,7 @@ import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from django.db import models, transaction
 from django.http import Http404
@@ -57,7 +57,9 @@ _UNSET: Any = object()
 
 def conversation_model() -> type[AbstractConversation]:
     """The active (possibly swapped) conversation model."""
-    return scopes.conversation_model()  # type: ignore[return-value]
+    # swapper answers a plain Model class; a swapped-in model must subclass
+    # AbstractConversation (its migration and the services rely on the fields).
+    return cast("type[AbstractConversation]", scopes.conversation_model())
 
 
 def owned_conversations(scope: Scope) -> models.QuerySet:
