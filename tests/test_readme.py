@@ -19,7 +19,7 @@ def quick_start_code() -> str:
     return match.group(1)
 
 
-def test_the_readme_quick_start_runs_and_completes_a_turn() -> None:
+def test_the_readme_quick_start_pauses_for_its_approval_and_completes() -> None:
     result = subprocess.run(
         [sys.executable, "-c", quick_start_code()],
         cwd=REPO,
@@ -30,7 +30,9 @@ def test_the_readme_quick_start_runs_and_completes_a_turn() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("completed ")
+    # The approval it sets up happens: the turn paused on write_file, then completed.
+    assert result.stdout.startswith("approve? write_file /notes/demo.md\n")
+    assert "\ncompleted " in result.stdout
     assert "offline demo model" in result.stdout
 
 

@@ -48,11 +48,12 @@ class State:
         return interrupt_from_dict(self.interrupt_data)
 
     # Messages ---------------------------------------------------------------------
-    def add_message(self, message: Message) -> State:
-        return replace(self, messages=[*self.messages, message])
+    def add_message(self, message: Message | str) -> State:
+        """A copy with ``message`` appended (a string is the user's text)."""
+        return replace(self, messages=[*self.messages, _message(message)])
 
-    def add_messages(self, messages: list[Message]) -> State:
-        return replace(self, messages=[*self.messages, *messages])
+    def add_messages(self, messages: list[Message] | list[Message | str]) -> State:
+        return replace(self, messages=[*self.messages, *map(_message, messages)])
 
     def set_messages(self, messages: list[Message]) -> State:
         return replace(self, messages=list(messages))
@@ -185,3 +186,13 @@ def _deep_merge(left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any]:
         else:
             merged[key] = value
     return merged
+
+
+def _message(value: object) -> Message:
+    """A Message as given, or the user's text as one; anything else is refused here,
+    not later in the loop where it would break far from the mistake."""
+    if isinstance(value, Message):
+        return value
+    if isinstance(value, str):
+        return Message.user(value)
+    raise TypeError(f"Expected a Message or the user's text, not {value!r}")

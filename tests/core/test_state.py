@@ -374,3 +374,16 @@ def test_merge_states_changes_neither_input() -> None:
     merge_states(left, right)
 
     assert (left, right) == (left_before, right_before)
+
+
+def test_add_message_takes_the_users_text_and_refuses_anything_else() -> None:
+    state = State().add_message("Hello").add_messages(["Again", Message.user("Third")])
+
+    assert [(m.role, m.text) for m in state.messages] == [
+        ("user", "Hello"),
+        ("user", "Again"),
+        ("user", "Third"),
+    ]
+    with pytest.raises(TypeError, match="Expected a Message or the user's text"):
+        state.add_message({"role": "user"})  # type: ignore[arg-type]
+    assert len(state.messages) == 3
