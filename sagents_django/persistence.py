@@ -361,7 +361,25 @@ def display_callbacks(
         }
         await status(scope, "failed", info, context)
 
+    set_title = sync_to_async(services.set_generated_title)
+
+    async def on_event(_execution: Any, name: str, data: dict[str, Any]) -> None:
+        # A generated title names the conversation row too (the list, the admin), not
+        # only the state's metadata; a second title middleware (metadata_key) doesn't.
+        if name != "conversation_title_generated" or "metadata_key" in data:
+            return
+        if context.conversation_id is None:
+            return
+        try:
+            await set_title(scope, context.conversation_id, data.get("title"))
+        except Exception as exc:
+            logger.exception("Could not store the generated title")
+            await sync_to_async(record_failure)(
+                scope, context, exc, kind="display", operation="set_title"
+            )
+
     return {
+        "on_agent_event": on_event,
         # Assistant replies (tool calls start as pending cards), tool results, and the
         # partial text a failed model call leaves.
         "on_llm_new_message": on_message,

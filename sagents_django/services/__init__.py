@@ -31,6 +31,7 @@ from .conversations import (
     list_conversations,
     owned_conversations,
     search_messages,
+    set_generated_title,
     update_conversation,
 )
 from .display import (
@@ -86,6 +87,7 @@ __all__ = [
     "resolve_interrupted_tool_result",
     "save_agent_state",
     "search_messages",
+    "set_generated_title",
     "state_revision",
     "update_conversation",
 ]

@@ -159,6 +159,26 @@ def update_conversation(
     return conversation
 
 
+def set_generated_title(scope: Scope, conversation_id: Any, title: Any) -> bool:
+    """Give the conversation the title its agent generated, unless it has one: a
+    title a person chose wins. True when this set it; NotFound outside ``scope``."""
+    pk = conversation_pk(conversation_id)
+    if not isinstance(title, str):
+        raise InvalidInput(f"title must be a string, not {type(title).__name__}")
+    title = clean_text(
+        title[:TITLE_MAX_LENGTH], what="title", max_length=TITLE_MAX_LENGTH, strip=True
+    )
+    if not title:
+        return False
+    require_conversation(scope, pk, touch=False)
+    updated = (
+        owned_conversations(scope)
+        .filter(pk=pk, title="")
+        .update(title=title, updated_at=timezone.now())
+    )
+    return updated == 1
+
+
 def delete_conversation(scope: Scope, conversation_id: Any) -> None:
     """Delete it with its state, display messages and runs; NotFound outside scope."""
     pk = conversation_pk(conversation_id)

@@ -71,6 +71,45 @@ def test_update_conversation_moves_updated_at(scope: Scope, conversation: Any) -
     assert updated.updated_at > before
 
 
+def test_a_generated_title_names_an_untitled_conversation_only(
+    scope: Scope, other_scope: Scope, conversation: Any
+) -> None:
+    untitled = services.create_conversation(scope)
+
+    assert services.set_generated_title(scope, untitled.pk, "  Picnic plans ")
+    assert not services.set_generated_title(scope, untitled.pk, "Second title")
+    assert not services.set_generated_title(scope, untitled.pk, "   ")
+    # A title a person chose wins over the agent's.
+    assert not services.set_generated_title(scope, conversation.pk, "Agent's title")
+    untitled.refresh_from_db()
+    conversation.refresh_from_db()
+    assert (untitled.title, conversation.title) == ("Picnic plans", "Trip planning")
+
+
+@pytest.mark.parametrize("title", [None, 3, ["x"]])
+def test_a_generated_title_that_is_not_text_is_refused(
+    scope: Scope, title: Any
+) -> None:
+    untitled = services.create_conversation(scope)
+
+    with pytest.raises(InvalidInput):
+        services.set_generated_title(scope, untitled.pk, title)
+    untitled.refresh_from_db()
+    assert untitled.title == ""
+
+
+def test_a_generated_title_is_not_found_in_another_tenants_conversation(
+    other_scope: Scope,
+) -> None:
+    theirs = services.create_conversation(other_scope)
+    scope_of_alice = Scope.for_user(None)
+
+    with pytest.raises(NotFound):
+        services.set_generated_title(scope_of_alice, theirs.pk, "Mine now")
+    theirs.refresh_from_db()
+    assert theirs.title == ""
+
+
 def test_deleting_a_conversation_cascades_to_state_messages_and_runs(
     scope: Scope, conversation: Any, other_conversation: Any, other_scope: Scope
 ) -> None:

@@ -36,6 +36,10 @@ CASES: dict[str, tuple[Call, Any]] = {
         lambda s, c: services.get_conversation_or_404(s, c.pk),
         Http404,
     ),
+    "set_generated_title": (
+        lambda s, c: services.set_generated_title(s, c.pk, "Mine now"),
+        NotFound,
+    ),
     "update_conversation": (
         lambda s, c: services.update_conversation(s, c.pk, title="Mine now"),
         NotFound,

@@ -204,6 +204,17 @@ def test_the_first_turn_names_the_conversation(
     assert len(fake_model.requests) == 2
 
 
+def test_a_generated_title_names_an_untitled_conversation_row(
+    fake_model: FakeOpenAIServer, scope: Scope
+) -> None:
+    untitled = conversations.create_conversation(scope)
+    fake_model.script(reply("Let us plan."))
+    start_conversation_session(untitled.pk, scope=scope).run_turn("Plan our offsite")
+
+    untitled.refresh_from_db()
+    assert untitled.title == "Offsite planning"
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_agents_files_are_stored_in_the_database_for_every_process(
     fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
