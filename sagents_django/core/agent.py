@@ -377,4 +377,24 @@ def _run_sync(coroutine: Coroutine[Any, Any, _T]) -> _T:
         raise RuntimeError(
             "execute() was called in a running event loop; await aexecute()"
         )
-    return asyncio.run(coroutine)
+    # Like asyncio.run, except that the worker threads are not joined on the way
+    # out (loop.close() shuts its executor down without waiting): a cancelled turn
+    # returns at once even while a thread it no longer waits for (litellm's first
+    # import, an abandoned sync tool) is still finishing.
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        try:
+            _cancel_leftover_tasks(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+
+def _cancel_leftover_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))

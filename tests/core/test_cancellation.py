@@ -311,3 +311,39 @@ async def test_a_resume_stopped_before_the_approved_call_runs_answers_it_as_canc
     assert answer.tool_call_id == "d1" and "cancelled before it ran" in answer.content
     assert result.state.interrupt_data is None
     validate_openai_messages(result.state)
+
+
+def test_the_sync_form_returns_a_cancelled_turn_without_joining_abandoned_threads():
+    """A thread the turn stopped waiting for (here an async tool's blocking helper;
+    in life litellm's first import) must not hold up ``execute``'s return."""
+    release = threading.Event()
+    started = threading.Event()
+    token = CancelToken()
+
+    finished = threading.Event()
+
+    def helper() -> None:
+        release.wait(60)
+        finished.set()
+
+    async def wait_in_a_thread(args, context):
+        started.set()
+        await asyncio.to_thread(helper)
+        return "done"
+
+    slow = Tool(name="slow", description="Slow.", function=wait_in_a_thread)
+    model = ScriptedModel(
+        [Message.assistant(tool_calls=[ToolCall(call_id="s1", name="slow")])]
+    )
+    agent = Agent(model=model, tools=[slow], replace_default_middleware=True)
+    threading.Thread(target=lambda: started.wait(30) and token.cancel()).start()
+    try:
+        result = agent.execute(["Go"], cancel=token)
+        # Returned while the helper thread still waits: execute did not join it.
+        assert not finished.is_set()
+    finally:
+        release.set()
+
+    assert result.status == "cancelled"
+    (answer,) = result.last_message.tool_results
+    assert answer.tool_call_id == "s1" and "cancelled" in answer.content
