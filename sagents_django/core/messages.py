@@ -18,6 +18,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# The streaming pieces live in ``deltas``; importable from here as before.
+from .deltas import MessageDelta as MessageDelta
+from .deltas import ToolCallDelta as ToolCallDelta
 from .limits import MAX_MESSAGE_BYTES, value_bounds_problem
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -469,47 +472,3 @@ def message_size_problem(
 def _check(condition: bool, problem: str) -> None:
     if not condition:
         raise ValueError(problem)
-
-
-@dataclass(kw_only=True, slots=True)
-class ToolCallDelta:
-    """A fragment of a streamed tool call; fragments with one ``index`` form a call."""
-
-    index: int
-    call_id: str | None = None
-    name: str | None = None
-    arguments: str = ""
-    """A piece of the JSON arguments text."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "call_id": self.call_id,
-            "name": self.name,
-            "arguments": self.arguments,
-        }
-
-
-@dataclass(kw_only=True, slots=True)
-class MessageDelta:
-    """A piece of a streamed assistant message."""
-
-    content: str = ""
-    """A piece of text."""
-    thinking: str = ""
-    """A piece of the model's thinking."""
-    tool_calls: list[ToolCallDelta] | None = None
-    status: StopReason | None = None
-    """Set on the last delta of a message."""
-
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        if self.content:
-            data["content"] = self.content
-        if self.thinking:
-            data["thinking"] = self.thinking
-        if self.tool_calls:
-            data["tool_calls"] = [c.to_dict() for c in self.tool_calls]
-        if self.status is not None:
-            data["status"] = self.status
-        return data
