@@ -64,7 +64,7 @@ from .middleware.patch_tool_calls import PatchToolCalls, patch_dangling_tool_cal
 from .middleware.subagent import SubAgent
 from .middleware.summarization import Summarization
 from .middleware.todo_list import TodoList
-from .modes import AgentExecution, AgentResult, Execution
+from .modes import AgentExecution, AgentResult, Execution, Inbox
 from .openai_format import messages_from_openai, messages_to_openai
 from .persistence import (
     AgentPersistence,
@@ -108,6 +108,7 @@ __all__ = [
     "DisplayMessagePersistence",
     "Edit",
     "Execution",
+    "Inbox",
     "FileEntry",
     "FileMetadata",
     "FileSystem",

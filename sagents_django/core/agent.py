@@ -30,7 +30,7 @@ from .middleware.base import (
     init_stack,
 )
 from .middleware.human_in_the_loop import maybe_append
-from .modes import AgentExecution, AgentResult, Execution
+from .modes import AgentExecution, AgentResult, Execution, Inbox
 from .openai_format import messages_from_openai
 from .review import normalize_decisions, resume_hitl
 from .state import State
@@ -183,12 +183,15 @@ class Agent:
         until_tool: str | Iterable[str] | None = None,
         max_runs: int | None = None,
         cancel: CancelToken | None = None,
+        inbox: Inbox | None = None,
     ) -> AgentResult:
         """Run one turn from ``state`` (or a list of messages).
 
         ``cancel`` stops the turn when it fires (``token.cancel()``, from any thread):
         the result's status is then ``cancelled`` and its state one a provider
-        accepts (see ``modes``)."""
+        accepts (see ``modes``). ``inbox`` takes messages for the middleware's
+        ``handle_message`` while the turn runs (``inbox.post(middleware_id, msg)``
+        from any thread); they are applied before the next model call."""
         state = self._prepare(to_state(state))
         if state.interrupt_data:
             raise InvalidResume(
@@ -196,7 +199,9 @@ class Agent:
                 "with them, or clear interrupt_data to abandon it"
             )
         state = drop_pending_expansions(state)  # a new turn: an old one's went unread
-        execution = self._execution(state, callbacks, until_tool, max_runs, cancel)
+        execution = self._execution(
+            state, callbacks, until_tool, max_runs, cancel, inbox
+        )
         return await self.run(execution)
 
     async def run(
@@ -227,6 +232,7 @@ class Agent:
         until_tool: str | Iterable[str] | None = None,
         max_runs: int | None = None,
         cancel: CancelToken | None = None,
+        inbox: Inbox | None = None,
     ) -> AgentResult:
         """Continue an interrupted turn with the person's decisions.
 
@@ -239,7 +245,9 @@ class Agent:
         state = self._prepare(state)
         if not state.interrupt_data:
             raise InvalidResume("Nothing to resume: the state has no pending interrupt")
-        execution = self._execution(state, callbacks, until_tool, max_runs, cancel)
+        execution = self._execution(
+            state, callbacks, until_tool, max_runs, cancel, inbox
+        )
         return await self.run(execution, decisions=decisions)
 
     async def _offer_resume(
@@ -302,6 +310,7 @@ class Agent:
         until_tool: str | Iterable[str] | None,
         max_runs: int | None,
         cancel: CancelToken | None,
+        inbox: Inbox | None = None,
     ) -> Execution:
         targets = None
         if until_tool:
@@ -320,6 +329,7 @@ class Agent:
             max_runs=self.max_runs if max_runs is None else checked_max_runs(max_runs),
             until_tool=targets,
             cancel=cancel if cancel is not None else CancelToken(),
+            inbox=inbox if inbox is not None else Inbox(),
         )
 
     def __repr__(self) -> str:

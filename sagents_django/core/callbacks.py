@@ -38,6 +38,7 @@ CALLBACK_KEYS: frozenset[str] = frozenset(
         "on_retries_exceeded",  # (execution, error text)
         # agent level
         "on_after_middleware",  # (state) after before_model hooks, before the call
+        "on_step_end",  # (execution) a step's tools ran; the next model call is due
         "on_agent_event",  # (execution, name, data) for events.emit (see events.py)
     )
 )

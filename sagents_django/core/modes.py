@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -119,6 +120,8 @@ class Execution:
     """Model calls made so far."""
     usage: TokenUsage = field(default_factory=TokenUsage)
     last_tool_results: list[ToolResult] = field(default_factory=list)
+    inbox: Inbox = field(default_factory=lambda: Inbox())
+    """Messages for middleware (``notify_middleware``), applied at the next step."""
     _openai: dict[int, tuple[Message, list[dict[str, Any]]]] = field(
         default_factory=dict
     )
@@ -161,7 +164,57 @@ class Execution:
 Step = Callable[[Execution], Awaitable[AgentResult | None]]
 
 
+class Inbox:
+    """Messages for a running turn's middleware, posted from any thread.
+
+    ``post`` never blocks; the ``step_boundary`` step hands each message to its
+    middleware's ``handle_message`` before the next model call, in posting order.
+    """
+
+    __slots__ = ("_items", "_lock")
+
+    def __init__(self) -> None:
+        self._items: list[tuple[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def post(self, middleware_id: str, message: Any) -> None:
+        with self._lock:
+            self._items.append((middleware_id, message))
+
+    def take(self) -> list[tuple[str, Any]]:
+        with self._lock:
+            items, self._items = self._items, []
+        return items
+
+
 # Steps ------------------------------------------------------------------------------
+async def step_boundary(ex: Execution) -> AgentResult | None:
+    """Between steps: announce the step that ended (``on_step_end``, where the
+    runtime checkpoints state) and deliver the inbox's messages to their middleware.
+    """
+    if ex.run_count:
+        await ex.callbacks.fire("on_step_end", ex)
+    for middleware_id, message in ex.inbox.take():
+        await deliver_message(ex, middleware_id, message)
+    return None
+
+
+async def deliver_message(ex: Execution, middleware_id: str, message: Any) -> None:
+    """Apply one ``handle_message``; an unknown id or a failing hook is logged and
+    skipped (a notification never ends a turn)."""
+    entry = ex.agent.get_middleware(middleware_id)
+    if entry is None:
+        logger.warning("No middleware %r to take a message", middleware_id)
+        return
+    try:
+        outcome = await call_hook(entry.middleware.handle_message, message, ex.state)
+    except Exception:
+        logger.exception("Middleware %s failed in handle_message", middleware_id)
+        return
+    if isinstance(outcome, State):
+        ex.state = outcome
+
+
 async def check_cancelled(ex: Execution) -> AgentResult | None:
     return await finish_cancelled(ex) if ex.cancel.cancelled else None
 
@@ -328,6 +381,7 @@ class AgentExecution:
 
     steps: Sequence[Step] = (
         expand_tool_results,
+        step_boundary,
         check_cancelled,
         call_llm,
         check_pre_tool_hitl,

@@ -422,6 +422,7 @@ NORMAL_TURN_KEYS = frozenset(
         "on_tool_execution_completed",
         "on_tool_response_created",
         "on_after_middleware",
+        "on_step_end",
         "on_agent_event",
     }
 )
