@@ -135,6 +135,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 
 SAGENTS_MODEL = env.str("SAGENTS_MODEL", default="sagents/demo")
 SAGENTS = {
+    "FACTORY": "project.agents.factory.build_agent",
     "MODEL": SAGENTS_MODEL,
     "MODEL_PARAMS": {},
     # A configured broker means workers exist to run turns; otherwise run them inline.

@@ -8,6 +8,9 @@ fails ``manage.py check`` instead of every turn:
   E009 MAX_STATE_BYTES: a value of the wrong type or outside its closed set
 - E006 SCOPE is not a dotted path, E007 it cannot be imported, E008 it does not
   name a scope class (one with ``from_request``)
+- E010 FACTORY, E011 DOUBLE_TEXT, E012 MAX_QUEUED_ROUNDS, E013 INACTIVITY_TIMEOUT,
+  E014 DELTA_WINDOW_MS: a value of the wrong type or outside its closed set
+- E015 FACTORY cannot be imported or is not callable
 - W001 a key this version does not know (a typo, usually)
 - E100 the scope class cannot resolve the conversation model's owner
 """
@@ -29,6 +32,11 @@ IDS = {
     "FALLBACK_MODELS": "sagents_django.E005",
     "SCOPE": "sagents_django.E006",
     "MAX_STATE_BYTES": "sagents_django.E009",
+    "FACTORY": "sagents_django.E010",
+    "DOUBLE_TEXT": "sagents_django.E011",
+    "MAX_QUEUED_ROUNDS": "sagents_django.E012",
+    "INACTIVITY_TIMEOUT": "sagents_django.E013",
+    "DELTA_WINDOW_MS": "sagents_django.E014",
 }
 """The check id of each key's type check."""
 
@@ -42,6 +50,11 @@ HINTS = {
     "SCOPE": 'Name the scope class by its dotted path, e.g. "myapp.scope.TeamScope".',
     "MAX_STATE_BYTES": "Give a number of bytes, e.g. 20 * 1024 * 1024 (not a string "
     'such as "20MB").',
+    "FACTORY": "manage.py sagents_setup writes a factory and prints this setting.",
+    "DOUBLE_TEXT": '"enqueue" runs a message sent during a turn right after it.',
+    "MAX_QUEUED_ROUNDS": "Give a number of turns, e.g. 10.",
+    "INACTIVITY_TIMEOUT": "Give seconds, e.g. 300, or None to never time out.",
+    "DELTA_WINDOW_MS": "Give milliseconds, e.g. 20.",
 }
 
 
@@ -64,6 +77,9 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     scope = user.get("SCOPE", conf.DEFAULTS["SCOPE"])
     if conf.problem("SCOPE", scope) is None:
         messages.extend(_check_scope_class(scope))
+    factory = user.get("FACTORY")
+    if factory is not None and conf.problem("FACTORY", factory) is None:
+        messages.extend(_check_factory(factory))
     unknown = sorted(set(user) - set(conf.DEFAULTS), key=repr)
     if unknown:
         messages.append(
@@ -74,6 +90,25 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
             )
         )
     return messages
+
+
+def _check_factory(path: str) -> list[checks.CheckMessage]:
+    try:
+        factory = import_string(path)
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    else:
+        if callable(factory):
+            return []
+        why = f"it is {factory!r}, not a function"
+    return [
+        checks.Error(
+            f"SAGENTS['FACTORY'] names {path!r}, which cannot be used: {why}",
+            hint="Name the build_agent function sagents_setup wrote, e.g. "
+            '"myproject.agents.factory.build_agent".',
+            id="sagents_django.E015",
+        )
+    ]
 
 
 def _check_scope_class(path: str) -> list[checks.CheckMessage]:

@@ -37,6 +37,19 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         "SCOPE": "sagents_django.scope.Scope",
         # Largest JSON document (UTF-8 bytes) stored as agent state or display content.
         "MAX_STATE_BYTES": 20 * 1024 * 1024,
+        # The site's agent factory (dotted path): build_agent(agent_id=, scope=,
+        # filesystem_scope=) -> Agent. sagents_setup writes one and prints this line.
+        "FACTORY": None,
+        # A message sent while a turn runs: "enqueue" (run right after it), "reject"
+        # (RunConflict) or "interrupt" (cancel the turn, then run with the message).
+        "DOUBLE_TEXT": "enqueue",
+        # Follow-up turns of queued messages in a row before the chain is stopped.
+        "MAX_QUEUED_ROUNDS": 10,
+        # Seconds without a run, a viewer or a touch before a conversation counts as
+        # shut down (Sagents' inactivity_timeout); None: never.
+        "INACTIVITY_TIMEOUT": 300,
+        # Streamed deltas are batched over this many milliseconds per event.
+        "DELTA_WINDOW_MS": 20,
     }
 )
 
@@ -89,6 +102,36 @@ def _max_state_bytes(value: Any) -> str | None:
     return f"must be a positive integer (bytes), not {value!r}"
 
 
+DOUBLE_TEXT_POLICIES: Final = ("enqueue", "reject", "interrupt")
+
+
+def _factory(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and DOTTED_PATH.match(value)):
+        return None
+    return (
+        "must be the dotted path of the agent factory, e.g. "
+        f"'myproject.agents.factory.build_agent', not {value!r}"
+    )
+
+
+def _double_text(value: Any) -> str | None:
+    if isinstance(value, str) and value in DOUBLE_TEXT_POLICIES:
+        return None
+    return f"must be one of {DOUBLE_TEXT_POLICIES!r}, not {value!r}"
+
+
+def _positive_int(
+    what: str, *, allow_none: bool = False
+) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if (value is None and allow_none) or (type(value) is int and value > 0):
+            return None
+        none = " or None" if allow_none else ""
+        return f"must be a positive integer ({what}){none}, not {value!r}"
+
+    return check
+
+
 VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
     {
         "MODEL": _model,
@@ -97,6 +140,11 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "EXECUTOR": _executor,
         "SCOPE": _scope,
         "MAX_STATE_BYTES": _max_state_bytes,
+        "FACTORY": _factory,
+        "DOUBLE_TEXT": _double_text,
+        "MAX_QUEUED_ROUNDS": _positive_int("rounds"),
+        "INACTIVITY_TIMEOUT": _positive_int("seconds", allow_none=True),
+        "DELTA_WINDOW_MS": _positive_int("milliseconds"),
     }
 )
 """Every key's type check; whether SCOPE imports is checked by ``checks.py``."""
@@ -172,6 +220,26 @@ class SagentsSettings:
     @property
     def MAX_STATE_BYTES(self) -> int:
         return cast(int, valid("MAX_STATE_BYTES"))
+
+    @property
+    def FACTORY(self) -> str | None:
+        return cast("str | None", valid("FACTORY"))
+
+    @property
+    def DOUBLE_TEXT(self) -> str:
+        return cast(str, valid("DOUBLE_TEXT"))
+
+    @property
+    def MAX_QUEUED_ROUNDS(self) -> int:
+        return cast(int, valid("MAX_QUEUED_ROUNDS"))
+
+    @property
+    def INACTIVITY_TIMEOUT(self) -> int | None:
+        return cast("int | None", valid("INACTIVITY_TIMEOUT"))
+
+    @property
+    def DELTA_WINDOW_MS(self) -> int:
+        return cast(int, valid("DELTA_WINDOW_MS"))
 
 
 sagents_settings = SagentsSettings()

@@ -26,6 +26,7 @@ all-or-nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -198,7 +199,8 @@ class DjangoDisplayMessagePersistence:
             call_id = tool_info["call_id"]
             where = {"conversation_id": context.conversation_id}
             if status == "executing":
-                return services.mark_tool_executing(scope, call_id, **where)
+                extra = _pick(tool_info, "display_text")
+                return services.mark_tool_executing(scope, call_id, extra, **where)
             if status == "completed":
                 extra = _pick(tool_info, "result", "display_text")
                 return services.complete_tool_call(scope, call_id, extra, **where)
@@ -320,26 +322,53 @@ def _pick(info: ToolInfo, *keys: str) -> dict[str, Any]:
     return {k: fields[k] for k in keys if fields.get(k) is not None}
 
 
+Announce = Callable[[str, list[Any]], Awaitable[None]]
+"""``announce(event, rows)``: told of rows just written ("display_message_saved" or
+"display_message_updated"), e.g. to publish them."""
+
+
+async def _no_announce(_event: str, _rows: list[Any]) -> None:
+    return None
+
+
 def display_callbacks(
     persistence: DisplayMessagePersistence,
     scope: Any,
     context: PersistenceContext,
+    *,
+    announce: Announce = _no_announce,
 ) -> dict[str, Any]:
     """Agent callbacks that save each message and tool status as a turn goes.
 
     Pass the result in ``callbacks=[...]`` of ``Agent.aexecute``/``resume``. They run
     on the turn's event loop, so the (synchronous) persistence is reached through
     ``sync_to_async``; a failed write is logged and recorded by the persistence, and
-    the turn goes on.
+    the turn goes on. ``announce`` hears of every row written (the runtime
+    publishes them).
     """
-    save = sync_to_async(persistence.save_message)
-    status = sync_to_async(persistence.update_tool_status)
+    save_rows = sync_to_async(persistence.save_message)
+    set_status = sync_to_async(persistence.update_tool_status)
+
+    async def save(scope: Any, message: Message, context: PersistenceContext) -> None:
+        rows = await save_rows(scope, message, context)
+        if rows:
+            await announce("display_message_saved", list(rows))
+
+    async def status(
+        scope: Any, kind: ToolStatus, info: ToolInfo, context: PersistenceContext
+    ) -> None:
+        row = await set_status(scope, kind, info, context)
+        if row is not None:
+            await announce("display_message_updated", [row])
 
     async def on_message(_execution: Any, message: Message) -> None:
         await save(scope, message, context)
 
-    async def on_tool_started(_execution: Any, call: Any, _tool: Any) -> None:
+    async def on_tool_started(_execution: Any, call: Any, tool: Any) -> None:
         info: ToolInfo = {"call_id": call.call_id, "name": call.name}
+        display_text = getattr(tool, "display_text", None)
+        if isinstance(display_text, str) and display_text:
+            info["display_text"] = display_text
         await status(scope, "executing", info, context)
 
     async def on_tool_completed(_execution: Any, call: Any, result: Any) -> None:

@@ -52,6 +52,16 @@ BAD_VALUES = [
     ("MAX_STATE_BYTES", True, "sagents_django.E009"),
     ("MAX_STATE_BYTES", 1.5e6, "sagents_django.E009"),
     ("MAX_STATE_BYTES", None, "sagents_django.E009"),
+    ("FACTORY", "build_agent", "sagents_django.E010"),
+    ("FACTORY", 3, "sagents_django.E010"),
+    ("DOUBLE_TEXT", "queue", "sagents_django.E011"),
+    ("DOUBLE_TEXT", None, "sagents_django.E011"),
+    ("MAX_QUEUED_ROUNDS", 0, "sagents_django.E012"),
+    ("MAX_QUEUED_ROUNDS", "10", "sagents_django.E012"),
+    ("INACTIVITY_TIMEOUT", -5, "sagents_django.E013"),
+    ("INACTIVITY_TIMEOUT", 1.5, "sagents_django.E013"),
+    ("DELTA_WINDOW_MS", 0, "sagents_django.E014"),
+    ("DELTA_WINDOW_MS", None, "sagents_django.E014"),
 ]
 
 
@@ -111,6 +121,11 @@ GOOD = {
     "EXECUTOR": "celery",
     "SCOPE": "sagents_django.scope.Scope",
     "MAX_STATE_BYTES": 1024,
+    "FACTORY": "project.agents.factory.build_agent",
+    "DOUBLE_TEXT": "interrupt",
+    "MAX_QUEUED_ROUNDS": 3,
+    "INACTIVITY_TIMEOUT": None,
+    "DELTA_WINDOW_MS": 5,
 }
 
 
@@ -192,3 +207,18 @@ def test_manage_py_check_fails_on_a_typo_instead_of_every_turn() -> None:
         pytest.raises(SystemCheckError, match=r"sagents_django\.E009"),
     ):
         call_command("check")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "project.agents.factory.no_such_function",
+        "no_such_module.build_agent",
+        "project.agents.factory.SYSTEM_PROMPT",
+    ],
+)
+def test_a_factory_that_cannot_be_used_fails_e015(path: str) -> None:
+    with override_settings(SAGENTS={"FACTORY": path}):
+        [message] = sagents_messages()
+    assert message.id == "sagents_django.E015"
+    assert path in message.msg

@@ -55,7 +55,8 @@ def test_the_settings_reference_lists_every_sagents_key_with_its_default() -> No
 
     assert list(rows) == list(DEFAULTS)
     for key, (kind, default, meaning) in rows.items():
-        assert default == f"`{json.dumps(DEFAULTS[key])}`", key
+        python = "None" if DEFAULTS[key] is None else json.dumps(DEFAULTS[key])
+        assert default == f"`{python}`", key
         assert kind and meaning, key
 
 

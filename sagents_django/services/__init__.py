@@ -43,7 +43,13 @@ from .display import (
     load_display_messages,
 )
 from .failures import record_failure
-from .runs import begin_run, discard_run, finish_run
+from .runs import (
+    active_run,
+    begin_run,
+    discard_run,
+    finish_run,
+    request_cancel,
+)
 from .state import load_agent_state, load_todos, save_agent_state, state_revision
 from .tool_calls import (
     cancel_tool_call,
@@ -58,6 +64,7 @@ from .tool_calls import (
 __all__ = [
     "ORDERINGS",
     "SearchResult",
+    "active_run",
     "append_display_message",
     "append_display_messages",
     "append_text_message",
@@ -84,6 +91,7 @@ __all__ = [
     "owned_conversations",
     "record_failure",
     "record_hitl_decision",
+    "request_cancel",
     "resolve_interrupted_tool_result",
     "save_agent_state",
     "search_messages",

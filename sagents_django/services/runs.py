@@ -10,6 +10,7 @@ uses only these three functions.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -30,24 +31,34 @@ record keeps the details)."""
 
 
 def begin_run(
-    scope: Scope, conversation_id: Any, *, trigger: str = "message", owner: str = ""
+    scope: Scope,
+    conversation_id: Any,
+    *,
+    trigger: str = "message",
+    owner: str = "",
+    queued: bool = False,
+    metadata: dict[str, Any] | None = None,
 ) -> AgentRun:
     """A new running run of the conversation; RunConflict while another is active,
-    NotFound outside ``scope``. ``owner`` names who holds it (a process, a session)."""
+    NotFound outside ``scope``. ``owner`` names who holds it (a process, a session).
+
+    ``queued=True`` makes a run for an executor to ``claim_run`` later (the runtime's
+    path: the run is created with the message that caused it, and handed over after
+    commit); ``metadata`` is what the executor needs to run it (JSON)."""
     trigger = clean_text(trigger, what="trigger", max_length=32, strip=True)
     owner = clean_text(owner, what="owner", max_length=255)
     pk = require_conversation(scope, conversation_id, touch=False)
     now = timezone.now()
+    started = {} if queued else {"started_at": now, "heartbeat_at": now, "attempts": 1}
     try:
         with transaction.atomic():
             return AgentRun.objects.create(
                 conversation_id=pk,
-                status="running",
+                status="queued" if queued else "running",
                 trigger=trigger,
-                started_at=now,
-                heartbeat_at=now,
                 lease_owner=owner,
-                attempts=1,
+                metadata=metadata or {},
+                **started,
             )
     except IntegrityError:
         active = (
@@ -65,6 +76,7 @@ def finish_run(
     status: str,
     error: str = "",
     usage: TokenUsage | None = None,
+    cost: Decimal | None = None,
 ) -> bool:
     """End an active run with ``status`` (completed, interrupted, cancelled, error),
     which frees the conversation for the next turn. False when the run had already
@@ -80,10 +92,29 @@ def finish_run(
         error=error[:ERROR_MAX_LENGTH],
         input_tokens=max(usage.input, 0),
         output_tokens=max(usage.output, 0),
+        cost=cost
+        if isinstance(cost, Decimal) and cost.is_finite() and cost >= 0
+        else 0,
     )
     if not ended and not runs.exists():
         raise NotFound("run", str(run_id))
     return bool(ended)
+
+
+def active_run(scope: Scope, conversation_id: Any) -> AgentRun | None:
+    """The conversation's queued or running run, if any (NotFound outside scope)."""
+    pk = require_conversation(scope, conversation_id, touch=False)
+    return AgentRun.objects.filter(
+        conversation_id=pk, status__in=ACTIVE_RUN_STATUSES
+    ).first()
+
+
+def request_cancel(scope: Scope, conversation_id: Any) -> AgentRun | None:
+    """Flag the conversation's active run to stop; the run, or None when idle."""
+    pk = require_conversation(scope, conversation_id, touch=False)
+    runs = AgentRun.objects.filter(conversation_id=pk, status__in=ACTIVE_RUN_STATUSES)
+    runs.update(cancel_requested=True)
+    return runs.first()
 
 
 def discard_run(scope: Scope, run_id: Any) -> bool:

@@ -53,11 +53,15 @@ HITL_DECISIONS: Final = {
 
 
 def mark_tool_executing(
-    scope: Scope, call_id: str, *, conversation_id: Any = None
+    scope: Scope,
+    call_id: str,
+    info: dict[str, Any] | None = None,
+    *,
+    conversation_id: Any = None,
 ) -> DisplayMessage:
-    """pending → executing."""
+    """pending → executing, merging ``info`` (the tool's ``display_text``)."""
     return _transition(
-        scope, call_id, conversation_id, to="executing", only=("pending",)
+        scope, call_id, conversation_id, to="executing", only=("pending",), merge=info
     )
 
 

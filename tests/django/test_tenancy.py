@@ -122,6 +122,8 @@ CASES: dict[str, tuple[Call, Any]] = {
         NotFound,
     ),
     "discard_run": (lambda s, c: services.discard_run(s, last_run(c)), NotFound),
+    "active_run": (lambda s, c: services.active_run(s, c.pk), NotFound),
+    "request_cancel": (lambda s, c: services.request_cancel(s, c.pk), NotFound),
     # Never raises: a stranger's failure is not recorded (None), the owner's is.
     "record_failure": (
         lambda s, c: services.record_failure(

@@ -1,0 +1,40 @@
+"""Channel-layer group names: one per conversation, its debug stream, its control
+line (cancel / notify to the worker running its turn), and one per filesystem scope.
+
+Group names allow only ``[A-Za-z0-9._-]`` and fewer than 100 characters, so ids are
+written as UUID hex and a filesystem scope (any JSON value) as a short hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+PREFIX = "sagents"
+
+
+def _hex(conversation_id: Any) -> str:
+    return uuid.UUID(str(conversation_id)).hex
+
+
+def conversation_group(conversation_id: Any) -> str:
+    """Where a conversation's events go (what subscribers join)."""
+    return f"{PREFIX}.conversation.{_hex(conversation_id)}"
+
+
+def debug_group(conversation_id: Any) -> str:
+    """Middleware actions and state snapshots of a conversation (for inspectors)."""
+    return f"{PREFIX}.debug.{_hex(conversation_id)}"
+
+
+def control_group(conversation_id: Any) -> str:
+    """What reaches the process running the conversation's turn: cancel, notify."""
+    return f"{PREFIX}.control.{_hex(conversation_id)}"
+
+
+def files_group(filesystem_scope: Any) -> str:
+    """File events of one filesystem scope (shared by every conversation in it)."""
+    key = json.dumps(filesystem_scope, sort_keys=True, default=str)
+    return f"{PREFIX}.files.{hashlib.sha256(key.encode()).hexdigest()[:32]}"

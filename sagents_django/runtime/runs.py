@@ -1,0 +1,43 @@
+"""The executor's side of a run: claiming it, and the heartbeat of its lease.
+
+Not scoped: an executor acts for the run's own scope, stored with the run; these are
+never reachable from a request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F
+from django.utils import timezone
+
+from sagents_django.models import AgentRun
+from sagents_django.services.validation import parse_uuid
+
+
+def claim_run(run_id: Any, *, owner: str) -> AgentRun | None:
+    """Take a queued run for ``owner`` (one statement: of two workers given the same
+    run, one gets it); None when it was already claimed, finished or deleted, which
+    is what a duplicate or late delivery of its task finds. Not scoped: the executor
+    acts for the run's own scope, stored with it."""
+    pk = parse_uuid(run_id, what="run_id")
+    now = timezone.now()
+    claimed = AgentRun.objects.filter(pk=pk, status="queued").update(
+        status="running",
+        started_at=now,
+        heartbeat_at=now,
+        lease_owner=owner[:255],
+        attempts=F("attempts") + 1,
+    )
+    return AgentRun.objects.filter(pk=pk).first() if claimed else None
+
+
+def beat(run_id: Any) -> bool:
+    """Renew a running run's heartbeat; whether someone asked it to stop."""
+    pk = parse_uuid(run_id, what="run_id")
+    AgentRun.objects.filter(pk=pk, status="running").update(heartbeat_at=timezone.now())
+    return bool(
+        AgentRun.objects.filter(pk=pk)
+        .values_list("cancel_requested", flat=True)
+        .first()
+    )

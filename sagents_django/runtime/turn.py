@@ -1,0 +1,683 @@
+"""One turn of a conversation: the one path every executor runs.
+
+``run_turn(run_id)`` claims a queued run (a duplicate or late delivery finds it
+claimed or finished and returns), rebuilds the agent with the site's factory under
+the run's stored scope, loads the state, and runs the agent with callbacks that
+
+- save every message and tool-call transition as display rows and publish each row
+  (``display_message_saved`` / ``display_message_updated``) once it is written;
+- publish the stream (batched ``llm_deltas``), ``llm_message``, ``llm_token_usage``,
+  ``tool_execution_update`` and whatever the middleware announce (todos, titles,
+  sub-agent events tagged with their sub-agent);
+- checkpoint the state at every step end, before the next model call.
+
+The state is saved at every lifecycle point (the user's message before the model is
+called, each step, completion, interrupt, cancel, error); a turn whose state cannot
+be saved ends as an error saying so. The run ends with its status, token usage and
+cost, a typed transcript row for a cancel or an error, ``status_changed`` and
+``run_finished`` events, and the Django signals, sent after commit. Messages queued
+while it ran start the next run at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.utils.module_loading import import_string
+
+from sagents_django import services
+from sagents_django.conf import sagents_settings
+from sagents_django.core import (
+    Agent,
+    AgentResult,
+    CancelToken,
+    Inbox,
+    InvalidResume,
+    Message,
+    State,
+    TokenUsage,
+)
+from sagents_django.core.approvals import interrupt_from_dict
+from sagents_django.core.exceptions import LLMError
+from sagents_django.core.middleware.base import call_hook
+from sagents_django.core.persistence import (
+    Lifecycle,
+    PersistenceContext,
+    SyntheticMessage,
+    ToolInfo,
+)
+from sagents_django.core.serialization import (
+    deserialize_server_state,
+    serialize_server_state,
+)
+from sagents_django.exceptions import RunConflict
+from sagents_django.models import AgentRun
+from sagents_django.persistence import (
+    DjangoAgentPersistence,
+    DjangoDisplayMessagePersistence,
+    display_callbacks,
+    record_failure,
+)
+from sagents_django.scope import Scope, scope_class
+
+from . import control, events_out, runs
+from .publisher import Publisher, display_message_json
+
+logger = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 5.0
+"""How often a running turn renews its lease and reads its cancel flag."""
+
+LIFECYCLES: dict[str, Lifecycle] = {
+    "completed": "on_completion",
+    "interrupted": "on_interrupt",
+    "error": "on_error",
+    "cancelled": "on_completion",
+}
+
+NOT_SAVED = (
+    "This turn could not be saved, so the agent will not remember it; the "
+    "conversation goes on from its last saved state."
+)
+CANCELLED_TEXT = "Agent execution cancelled."
+
+
+class QueueLimit(Exception):
+    """Queued messages started too many turns in a row."""
+
+
+def worker_name() -> str:
+    """Who holds a run: host, process and a per-process token."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_TOKEN}"
+
+
+_TOKEN = uuid.uuid4().hex[:8]
+
+db = sync_to_async
+
+
+async def signal(name: str, **kwargs: Any) -> None:
+    """Send a lifecycle signal (after commit) from the turn's loop."""
+    await db(events_out.signal_after_commit)(name, **kwargs)
+
+
+async def run_turn(run_id: str) -> str | None:
+    """Run the queued run ``run_id``; its final status, or None when this delivery
+    found it already claimed or finished (nothing is done then)."""
+    run = await db(runs.claim_run)(run_id, owner=worker_name())
+    if run is None:
+        logger.info("Run %s was already claimed or finished", run_id)
+        return None
+    turn = await db(Turn.open)(run)
+    return await turn.run()
+
+
+@dataclass(kw_only=True, eq=False)
+class Turn:
+    agent_run: AgentRun
+    scope: Scope
+    conversation_id: str
+    agent_id: str
+    filesystem_scope: Any = None
+    agent: Agent | None = None
+    setup_error: Exception | None = None
+    state: State = field(default_factory=State)
+    revision: int = 0
+    agent_persistence: DjangoAgentPersistence = field(
+        default_factory=DjangoAgentPersistence
+    )
+    display: DjangoDisplayMessagePersistence = field(
+        default_factory=DjangoDisplayMessagePersistence
+    )
+    publisher: Publisher | None = None
+    cancel: CancelToken = field(default_factory=CancelToken)
+    inbox: Inbox = field(default_factory=Inbox)
+    resolving: set[str] = field(default_factory=set)
+    """Interrupted tool calls whose results a resume may complete."""
+
+    @property
+    def run_id(self) -> str:
+        return str(self.agent_run.pk)
+
+    # Opening (in a thread: database and factory) -------------------------------
+    @classmethod
+    def open(cls, run: AgentRun) -> Turn:
+        meta = run.metadata if isinstance(run.metadata, dict) else {}
+        scope = scope_class().from_dict(meta.get("scope", {"user_id": None}))
+        conversation = services.get_conversation(scope, run.conversation_id)
+        turn = cls(
+            agent_run=run,
+            scope=scope,
+            conversation_id=str(run.conversation_id),
+            agent_id=conversation.agent_id if conversation is not None else "",
+            filesystem_scope=_filesystem_scope(meta.get("filesystem_scope")),
+        )
+        try:
+            if conversation is None:
+                raise PermissionError(
+                    "The run's user can no longer see this conversation"
+                )
+            turn.agent = build_agent(turn.agent_id, scope, turn.filesystem_scope)
+            turn.load()
+        except Exception as exc:
+            logger.exception("Could not open run %s", run.pk)
+            turn.setup_error = exc
+        return turn
+
+    def context(
+        self, lifecycle: Lifecycle | None = None, **extra: Any
+    ) -> PersistenceContext:
+        return PersistenceContext(
+            agent_id=self.agent_id,
+            conversation_id=self.conversation_id,
+            lifecycle=lifecycle,
+            revision=self.revision,
+            run_id=self.run_id,
+            **extra,
+        )
+
+    def load(self) -> None:
+        assert self.agent is not None
+        stored = self.agent_persistence.load_stored(self.scope, self.context())
+        if stored.data is None:
+            self.state = State(agent_id=self.agent_id)
+        else:
+            self.state = deserialize_server_state(
+                self.agent_id, stored.data, middleware=self.agent.middleware
+            )
+        self.revision = stored.revision
+
+    # Running (on the runtime loop) ---------------------------------------------
+    async def run(self) -> str:
+        window = sagents_settings.DELTA_WINDOW_MS / 1000
+        self.publisher = Publisher(self.conversation_id, window=window)
+        handle = control.TurnHandle(
+            self.conversation_id, self.run_id, self.cancel, self.inbox
+        )
+        status = "error"
+        try:
+            async with control.listening(handle):
+                heart = asyncio.ensure_future(self._heartbeat())
+                try:
+                    status = await self._run()
+                finally:
+                    heart.cancel()
+                    with contextlib.suppress(BaseException):
+                        await heart
+        finally:
+            with contextlib.suppress(Exception):
+                await self.publisher.aclose()
+        await self._follow_up()
+        return status
+
+    async def _heartbeat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            try:
+                if await db(runs.beat)(self.run_id):
+                    self.cancel.cancel("Cancelled")
+            except Exception:
+                logger.warning("Heartbeat of run %s failed", self.run_id, exc_info=True)
+
+    async def _run(self) -> str:
+        assert self.publisher is not None
+        if self.setup_error is not None or self.agent is None:
+            error = self.setup_error or RuntimeError("no agent")
+            return await self._end_error(f"{type(error).__name__}: {error}")
+        if self.cancel.cancelled or await db(runs.beat)(self.run_id):
+            return await self._finish(
+                "cancelled", CANCELLED_TEXT, TokenUsage(), note=True
+            )
+        await self._publish_status("running")
+        await self.publisher.publish("run_started", self._run_info())
+        try:
+            self.state = await self._server_start(self.state)
+            outcome = await self._start()
+        except InvalidResume as exc:
+            return await self._end_error(str(exc), error_type="invalid_resume")
+        except QueueLimit as exc:
+            return await self._end_error(str(exc), error_type="queue_limit")
+        except Exception as exc:
+            logger.exception("Run %s failed", self.run_id)
+            return await self._end_error(f"{type(exc).__name__}: {exc}")
+        return await self._settle(outcome)
+
+    async def _server_start(self, state: State) -> State:
+        """``on_server_start`` of each middleware: a session of the conversation
+        starts with every turn here (no process stays between turns)."""
+        assert self.agent is not None
+        for entry in self.agent.middleware:
+            try:
+                outcome = await call_hook(entry.middleware.on_server_start, state)
+            except Exception:
+                logger.exception("Middleware %s failed in on_server_start", entry.id)
+                continue
+            if isinstance(outcome, State):
+                state = outcome
+        return state
+
+    async def _start(self) -> AgentResult:
+        assert self.agent is not None
+        meta = (
+            self.agent_run.metadata if isinstance(self.agent_run.metadata, dict) else {}
+        )
+        options: dict[str, Any] = {
+            "callbacks": [self.callbacks()],
+            "cancel": self.cancel,
+            "inbox": self.inbox,
+        }
+        for note in meta.get("notifications", []):
+            self.inbox.post(str(note.get("middleware_id")), note.get("message"))
+        if self.agent_run.trigger == "resume":
+            decisions = meta.get("decisions")
+            if meta.get("revision") not in (None, self.revision):
+                raise InvalidResume(
+                    "These decisions answer an approval that was already answered"
+                )
+            self._note_resumable()
+            await db(self._record_decisions)(decisions)
+            return await self.agent.aresume(self.state, decisions, **options)
+        messages = [m for m in meta.get("messages", []) if isinstance(m, dict)]
+        halted = bool(meta.get("halted"))
+        if messages:
+            state = self.state
+            for entry in messages:
+                user = Message.user(str(entry.get("text", "")))
+                extra = entry.get("metadata")
+                if isinstance(extra, dict):
+                    user = replace(user, metadata={**user.metadata, **extra})
+                state = state.add_message(user)
+            # The user's messages are the turn's first checkpoint: never lost.
+            if not await self._save(state, "on_step"):
+                raise RuntimeError(NOT_SAVED)
+        if halted:
+            raise QueueLimit(
+                f"Stopped after {sagents_settings.MAX_QUEUED_ROUNDS} queued turns in "
+                "a row; the queued messages are kept. Send a message to go on."
+            )
+        return await self.agent.aexecute(self.state, **options)
+
+    def _note_resumable(self) -> None:
+        """Remember which interrupted tool results a resume may complete."""
+        try:
+            interrupt = interrupt_from_dict(self.state.interrupt_data or {})
+        except Exception:
+            return
+        call_id = getattr(interrupt, "tool_call_id", None) or (
+            self.state.interrupt_data or {}
+        ).get("tool_call_id")
+        if isinstance(call_id, str):
+            self.resolving.add(call_id)
+
+    def _record_decisions(self, decisions: Any) -> None:
+        """The person's decision on each action request, on its tool-call card."""
+        data = self.state.interrupt_data or {}
+        requests = data.get("action_requests") or []
+        if not isinstance(decisions, list):
+            return
+        for request, decision in zip(requests, decisions, strict=False):
+            call_id = request.get("tool_call_id") if isinstance(request, dict) else None
+            if not call_id:
+                continue
+            try:
+                row = services.record_hitl_decision(
+                    self.scope,
+                    call_id,
+                    decision,
+                    conversation_id=self.conversation_id,
+                )
+            except Exception:
+                logger.warning("Could not record a decision on %s", call_id)
+                continue
+            events_out.after_commit(
+                self.conversation_id,
+                "display_message_updated",
+                {"display_message": display_message_json(row)},
+            )
+
+    # Callbacks -----------------------------------------------------------------
+    def callbacks(self) -> dict[str, Any]:
+        publisher = self.publisher
+        assert publisher is not None
+
+        async def announce(event: str, rows: list[Any]) -> None:
+            for row in rows:
+                await publisher.publish(
+                    event, {"display_message": display_message_json(row)}
+                )
+
+        saving = display_callbacks(
+            self.display, self.scope, self.context(), announce=announce
+        )
+        on_event_save = saving.pop("on_agent_event")
+
+        async def on_deltas(_ex: Any, deltas: list[Any]) -> None:
+            publisher.add_deltas([d.to_dict() for d in deltas])
+
+        async def on_message(ex: Any, message: Message) -> None:
+            await saving["on_llm_new_message"](ex, message)
+            await publisher.publish("llm_message", {"message": message.to_dict()})
+
+        async def on_usage(_ex: Any, usage: TokenUsage) -> None:
+            await publisher.publish("llm_token_usage", {"usage": usage.to_dict()})
+
+        async def on_tool_started(ex: Any, call: Any, tool: Any) -> None:
+            await saving["on_tool_execution_started"](ex, call, tool)
+            update = {"status": "executing", "call_id": call.call_id}
+            update.update(name=call.name, arguments=call.arguments)
+            display_text = getattr(tool, "display_text", None)
+            if display_text:
+                update["display_text"] = display_text
+            await publisher.publish("tool_execution_update", update)
+
+        async def on_tool_completed(ex: Any, call: Any, result: Any) -> None:
+            await saving["on_tool_execution_completed"](ex, call, result)
+            status = "interrupted" if result.is_interrupt else "completed"
+            update = {"status": status, "call_id": call.call_id, "name": call.name}
+            update["result"] = result.text
+            await publisher.publish("tool_execution_update", update)
+
+        async def on_tool_failed(ex: Any, call: Any, result: Any) -> None:
+            await saving["on_tool_execution_failed"](ex, call, result)
+            update = {"status": "failed", "call_id": call.call_id, "name": call.name}
+            update["error"] = result.text
+            await publisher.publish("tool_execution_update", update)
+
+        async def on_event(ex: Any, name: str, data: dict[str, Any]) -> None:
+            await on_event_save(ex, name, data)
+            await self._resolve(name, data)
+            await publisher.publish(name, data)
+            if name == "conversation_title_generated" and "metadata_key" not in data:
+                title = data.get("title")
+                await signal(
+                    "title_generated",
+                    conversation_id=self.conversation_id,
+                    title=title,
+                )
+
+        async def on_step_end(ex: Any) -> None:
+            await self._save(ex.state, "on_step")
+
+        return {
+            **saving,
+            "on_llm_new_delta": on_deltas,
+            "on_llm_new_message": on_message,
+            "on_llm_token_usage": on_usage,
+            "on_tool_execution_started": on_tool_started,
+            "on_tool_execution_completed": on_tool_completed,
+            "on_tool_execution_failed": on_tool_failed,
+            "on_agent_event": on_event,
+            "on_step_end": on_step_end,
+        }
+
+    async def _resolve(self, name: str, data: dict[str, Any]) -> None:
+        """An interrupted call (a sub-agent's) that completes on resume: its result
+        row gets the real result (``resolve_tool_result``)."""
+        if name != "tool_execution_update" or data.get("status") != "completed":
+            return
+        call_id = data.get("call_id")
+        if call_id not in self.resolving:
+            return
+        self.resolving.discard(call_id)
+        row = await db(self.display.resolve_tool_result)(
+            self.scope, call_id, str(data.get("result", "")), self.context()
+        )
+        if row is not None:
+            assert self.publisher is not None
+            await self.publisher.publish(
+                "display_message_updated",
+                {"display_message": display_message_json(row)},
+            )
+
+    # Ending ------------------------------------------------------------------------
+    async def _save(self, state: State, lifecycle: Lifecycle) -> bool:
+        """Save ``state`` over this turn's revision; False (recorded) if not."""
+        context = self.context(lifecycle)
+        try:
+            data = serialize_server_state(state)
+            row = await db(self.agent_persistence.save_state)(self.scope, data, context)
+        except Exception as exc:
+            logger.exception("The state of %s was not saved", self.agent_id)
+            await db(record_failure)(
+                self.scope, context, exc, kind="state", operation=lifecycle
+            )
+            return False
+        self.state, self.revision = state, row.revision
+        return True
+
+    async def _settle(self, result: AgentResult) -> str:
+        status = result.status
+        if not await self._save(result.state, LIFECYCLES[status]):
+            await self._note_error(NOT_SAVED, "state_not_saved", retryable=True)
+            return await self._finish("error", NOT_SAVED, result.usage)
+        if status == "cancelled":
+            await self._mark_cancelled_cards(result.state)
+            return await self._finish(
+                "cancelled", CANCELLED_TEXT, result.usage, note=True
+            )
+        if status == "error":
+            error = result.error or "The turn failed"
+            exc = result.exception
+            await self._note_error(
+                error,
+                "provider_error" if isinstance(exc, LLMError) else "agent_error",
+                retryable=bool(getattr(exc, "retryable", False)),
+            )
+            return await self._finish("error", error, result.usage)
+        if status == "interrupted":
+            await signal(
+                "interrupt_raised",
+                conversation_id=self.conversation_id,
+                run_id=self.run_id,
+                interrupt_data=result.state.interrupt_data,
+            )
+        last = result.state.messages[-1] if result.state.messages else None
+        if last is not None and last.role == "assistant":
+            await signal(
+                "agent_response",
+                conversation_id=self.conversation_id,
+                run_id=self.run_id,
+                message=last.to_dict(),
+            )
+        return await self._finish(status, "", result.usage)
+
+    async def _end_error(self, error: str, error_type: str = "agent_error") -> str:
+        await self._note_error(error, error_type, retryable=False)
+        return await self._finish("error", error, TokenUsage())
+
+    async def _note_error(self, text: str, error_type: str, *, retryable: bool) -> None:
+        assert self.publisher is not None
+        note: SyntheticMessage = {
+            "message_type": "system",
+            "content_type": "error",
+            "content": {"text": text, "error_type": error_type, "retryable": retryable},
+        }
+        await self._synthetic(note)
+        await self.publisher.publish(
+            "error",
+            {"error": text, "error_type": error_type, "retryable": retryable},
+        )
+
+    async def _synthetic(self, note: SyntheticMessage) -> None:
+        assert self.publisher is not None
+        row = await db(self.display.save_synthetic_message)(
+            self.scope, note, self.context()
+        )
+        if row is not None:
+            await self.publisher.publish(
+                "display_message_saved", {"display_message": display_message_json(row)}
+            )
+
+    async def _mark_cancelled_cards(self, state: State) -> None:
+        """Tool-call cards of the cut-off step end as cancelled."""
+        calls = [
+            result.tool_call_id
+            for message in state.messages[-2:]
+            for result in message.tool_results
+            if result.is_error and "cancelled" in result.text
+        ]
+        for call_id in calls:
+            info: ToolInfo = {"call_id": call_id}
+            row = await db(self.display.update_tool_status)(
+                self.scope, "cancelled", info, self.context()
+            )
+            if row is not None:
+                assert self.publisher is not None
+                await self.publisher.publish(
+                    "display_message_updated",
+                    {"display_message": display_message_json(row)},
+                )
+
+    async def _finish(
+        self, status: str, error: str, usage: TokenUsage, *, note: bool = False
+    ) -> str:
+        assert self.publisher is not None
+        if note:
+            await self._synthetic(
+                {
+                    "message_type": "system",
+                    "content_type": "text",
+                    "content": {"text": CANCELLED_TEXT, "kind": "cancelled"},
+                }
+            )
+        cost = cost_of(self.agent, usage)
+        try:
+            await db(services.finish_run)(
+                self.scope,
+                self.run_id,
+                status=status,
+                error=error,
+                usage=usage,
+                cost=cost,
+            )
+        except Exception as exc:
+            logger.exception("Could not end run %s", self.run_id)
+            await db(record_failure)(
+                self.scope, self.context(), exc, kind="state", operation="finish_run"
+            )
+        await self.publisher.publish(
+            "run_finished",
+            {
+                **self._run_info(),
+                "status": status,
+                "error": error,
+                "usage": usage.to_dict(),
+                "cost": str(cost),
+            },
+        )
+        await self._publish_status(_agent_status(status), error=error)
+        await signal(
+            "run_finished",
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            status=status,
+            error=error,
+            usage=usage.to_dict(),
+            cost=cost,
+        )
+        return status
+
+    async def _publish_status(self, status: str, *, error: str = "") -> None:
+        assert self.publisher is not None
+        data: dict[str, Any] = {"status": status, "run_id": self.run_id}
+        if status == "interrupted":
+            data["data"] = self.state.interrupt_data
+        elif status == "error":
+            data["data"] = {"error": error}
+        await self.publisher.publish("status_changed", data)
+        await signal(
+            "status_changed",
+            conversation_id=self.conversation_id,
+            status=status,
+            run_id=self.run_id,
+        )
+
+    def _run_info(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "trigger": self.agent_run.trigger}
+
+    async def _follow_up(self) -> None:
+        """Messages queued while this turn ran start the next run now."""
+        try:
+            run = await db(start_queued)(
+                self.scope, self.conversation_id, self.agent_run
+            )
+        except Exception:
+            logger.exception("Could not start the queued messages' run")
+            return
+        if run is not None:
+            from .executors import get_executor
+
+            await get_executor().asubmit(str(run.pk))
+
+
+def start_queued(scope: Scope, conversation_id: str, run: AgentRun) -> AgentRun | None:
+    """A run for the messages queued on ``run`` (which has ended), or None."""
+    run.refresh_from_db(fields=["metadata"])
+    meta = run.metadata if isinstance(run.metadata, dict) else {}
+    queued = meta.get("queued") or []
+    if not queued:
+        return None
+    rounds = int(meta.get("round", 0)) + 1
+    follow: dict[str, Any] = {
+        "scope": meta.get("scope"),
+        "filesystem_scope": meta.get("filesystem_scope"),
+        "messages": queued,
+        "round": rounds,
+    }
+    limit = sagents_settings.MAX_QUEUED_ROUNDS
+    with transaction.atomic():
+        try:
+            new = services.begin_run(
+                scope, conversation_id, trigger="queued", queued=True, metadata=follow
+            )
+        except RunConflict:
+            return None  # another run started; the messages stay on this one's row
+        AgentRun.objects.filter(pk=run.pk).update(
+            metadata={**meta, "queued": [], "handed_to": str(new.pk)}
+        )
+        if rounds > limit:
+            # A chain that keeps queueing itself: the messages are kept in the
+            # state, but the agent is not run again.
+            new.metadata = {**follow, "halted": True}
+            new.save(update_fields=["metadata"])
+    return new
+
+
+def build_agent(agent_id: str, scope: Scope, filesystem_scope: Any) -> Agent:
+    path = sagents_settings.FACTORY
+    if path is None:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            "SAGENTS['FACTORY'] is not set: name the agent factory that "
+            "manage.py sagents_setup wrote, e.g. 'myproject.agents.factory.build_agent'"
+        )
+    factory = import_string(path)
+    return factory(agent_id=agent_id, scope=scope, filesystem_scope=filesystem_scope)
+
+
+def cost_of(agent: Agent | None, usage: TokenUsage) -> Decimal:
+    if agent is None:
+        return Decimal(0)
+    from .usage import cost_of as model_cost
+
+    return model_cost(agent.model.name, usage)
+
+
+def _filesystem_scope(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _agent_status(run_status: str) -> str:
+    """A run's end as the agent's status (Sagents: completed is idle again)."""
+    return "idle" if run_status == "completed" else run_status

@@ -1,0 +1,35 @@
+"""The factory the runtime tests name in SAGENTS["FACTORY"] (also in worker processes).
+
+The site's default stack without conversation titles (a title request would take a
+reply scripted for the turn), with ``write_file`` waiting for approval, and a
+``Notes`` middleware that keeps what ``notify_middleware`` tells it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from project.agents import factory
+from sagents_django.core import Agent, Middleware, State, build_default_middleware
+
+
+class Notes(Middleware):
+    def handle_message(self, message: Any, state: State) -> State:
+        return state.put_metadata("notes", [*state.get_metadata("notes", []), message])
+
+
+def build_agent(*, agent_id: str, scope: Any, filesystem_scope: Any = None) -> Agent:
+    middleware = build_default_middleware(
+        filesystem_opts={"configs": factory.build_file_storage()},
+        interrupt_on={"write_file": True},
+    )
+    middleware.append((Notes, {"id": "notes"}))
+    return Agent(
+        agent_id=agent_id,
+        model=factory.build_model(),
+        base_system_prompt=factory.SYSTEM_PROMPT,
+        middleware=middleware,
+        replace_default_middleware=True,
+        filesystem_scope=filesystem_scope,
+        tool_context={"scope": scope},
+    )
