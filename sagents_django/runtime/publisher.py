@@ -27,6 +27,7 @@ from . import groups, layer
 logger = logging.getLogger(__name__)
 
 EVENT_TYPE = "agent.event"
+FILE_EVENTS = frozenset({"file_updated", "file_deleted"})
 
 
 def event_message(
@@ -68,12 +69,27 @@ async def publish(
     debug: bool = False,
     subagent: dict[str, Any] | None = None,
 ) -> int:
-    """Send one event to a conversation's group (or its debug group); its seq."""
+    """Send one event to a conversation's group (or its debug group); its seq.
+
+    Debug events count on a sequence of their own (``debug:<id>``), so a debug
+    subscriber sees no gaps and an ordinary one never counts what it cannot see."""
     cid = str(conversation_id)
-    seq = await layer.next_seq(cid)
+    seq = await layer.next_seq(f"debug:{cid}" if debug else cid)
     group = groups.debug_group(cid) if debug else groups.conversation_group(cid)
     await layer.group_send(group, event_message(cid, event, data, seq, subagent))
     return seq
+
+
+async def publish_file_event(
+    conversation_id: Any, event: str, data: dict[str, Any]
+) -> None:
+    """A file event also goes to its filesystem scope's group, where every
+    conversation (and file panel) sharing those files listens."""
+    scope = data.get("scope")
+    group = groups.files_group(scope)
+    seq = await layer.next_seq(f"files:{group}")
+    message = event_message(str(conversation_id), event, data, seq)
+    await layer.group_send(group, message)
 
 
 class Publisher:
@@ -99,12 +115,16 @@ class Publisher:
     ) -> None:
         if event == "subagent_event":
             event, data, subagent = split_subagent(event, data)
+        if event == "debug":
+            debug = True  # middleware actions: for inspectors, not transcripts
         if event == "llm_deltas" and not debug:
             self.add_deltas(data.get("deltas") or [], subagent=subagent)
             return
         async with self._lock:
             await self._flush_locked()
             await self._send(event, data, debug=debug, subagent=subagent)
+        if event in FILE_EVENTS and subagent is None:
+            await publish_file_event(self.conversation_id, event, data)
 
     def add_deltas(
         self, deltas: list[dict[str, Any]], *, subagent: dict[str, Any] | None = None

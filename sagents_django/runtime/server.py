@@ -117,6 +117,24 @@ class AgentServer:
         text = message_text(text)
         extra = _metadata(metadata)
         pk = conversation_pk(conversation_id)
+        for attempt in range(3):
+            try:
+                return self._add_message(scope, pk, text, extra, filesystem_scope)
+            except RunConflict:
+                # A turn ended and its queued messages' run began between our
+                # look and our write: look again (a real "reject" raises at once).
+                if attempt == 2 or sagents_settings.DOUBLE_TEXT == "reject":
+                    raise
+        raise AssertionError("unreachable")
+
+    def _add_message(
+        self,
+        scope: Scope,
+        pk: Any,
+        text: str,
+        extra: dict[str, Any],
+        filesystem_scope: Any,
+    ) -> Submission:
         policy = sagents_settings.DOUBLE_TEXT
         with transaction.atomic():
             _require(scope, pk)
@@ -129,31 +147,30 @@ class AgentServer:
             )
             if active is not None and policy == "reject":
                 raise RunConflict(pk, run_id=active.pk)
-            rows = services.append_text_message(
+            row = services.append_text_message(
                 scope,
                 pk,
                 "user",
                 text,
                 metadata={**extra, "queued": active is not None},
             )
-            entry = {"text": text, "metadata": extra, "display_ids": [rows.pk]}
-            for row in [rows]:
-                after_commit(
-                    pk,
-                    "display_message_saved",
-                    {"display_message": display_message_json(row)},
-                )
+            entry = {"text": text, "metadata": extra, "display_ids": [row.pk]}
+            after_commit(
+                pk,
+                "display_message_saved",
+                {"display_message": display_message_json(row)},
+            )
             signal_after_commit(
                 "message_received",
                 conversation_id=str(pk),
                 run_id=str(active.pk) if active else None,
-                display_message_ids=[rows.pk],
+                display_message_ids=[row.pk],
             )
             if active is None:
                 run = self._begin(
                     scope, pk, "message", filesystem_scope, messages=[entry]
                 )
-                return Submission(str(run.pk), False, [str(rows.pk)])
+                return Submission(str(run.pk), False, [str(row.pk)])
             meta = dict(active.metadata or {})
             meta["queued"] = [*meta.get("queued", []), entry]
             active.metadata = meta
@@ -163,13 +180,13 @@ class AgentServer:
                 "message_queued",
                 {
                     "run_id": str(active.pk),
-                    "display_message": display_message_json(rows),
+                    "display_message": display_message_json(row),
                     "policy": policy,
                 },
             )
             if policy == "interrupt":
                 self._request_cancel(scope, pk, "A new message interrupted the turn")
-            return Submission(str(active.pk), True, [str(rows.pk)])
+            return Submission(str(active.pk), True, [str(row.pk)])
 
     def execute(
         self, scope: Scope, conversation_id: Any, *, filesystem_scope: Any = None

@@ -217,7 +217,6 @@ class Turn:
         finally:
             with contextlib.suppress(Exception):
                 await self.publisher.aclose()
-        await self._follow_up()
         return status
 
     async def _heartbeat(self) -> None:
@@ -407,6 +406,9 @@ class Turn:
 
         async def on_step_end(ex: Any) -> None:
             await self._save(ex.state, "on_step")
+            await publisher.publish(
+                "agent_state_update", snapshot(ex.state), debug=True
+            )
 
         return {
             **saving,
@@ -551,14 +553,10 @@ class Turn:
                 }
             )
         cost = cost_of(self.agent, usage)
+        next_run = None
         try:
-            await db(services.finish_run)(
-                self.scope,
-                self.run_id,
-                status=status,
-                error=error,
-                usage=usage,
-                cost=cost,
+            next_run = await db(end_run)(
+                self.scope, self.agent_run, status, error, usage, cost
             )
         except Exception as exc:
             logger.exception("Could not end run %s", self.run_id)
@@ -573,6 +571,9 @@ class Turn:
                 "error": error,
                 "usage": usage.to_dict(),
                 "cost": str(cost),
+                # The run of messages queued meanwhile, already created: a client
+                # never sees a moment with neither run active.
+                "next_run_id": str(next_run.pk) if next_run is not None else None,
             },
         )
         await self._publish_status(_agent_status(status), error=error)
@@ -605,24 +606,32 @@ class Turn:
     def _run_info(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "trigger": self.agent_run.trigger}
 
-    async def _follow_up(self) -> None:
-        """Messages queued while this turn ran start the next run now."""
-        try:
-            run = await db(start_queued)(
-                self.scope, self.conversation_id, self.agent_run
-            )
-        except Exception:
-            logger.exception("Could not start the queued messages' run")
-            return
-        if run is not None:
+
+def end_run(
+    scope: Scope,
+    run: AgentRun,
+    status: str,
+    error: str,
+    usage: TokenUsage,
+    cost: Decimal,
+) -> AgentRun | None:
+    """End ``run`` and, in the same transaction, start the run of the messages
+    queued on it (handed to the executor after commit); that run, or None."""
+    with transaction.atomic():
+        locked = AgentRun.objects.select_for_update().get(pk=run.pk)
+        services.finish_run(
+            scope, run.pk, status=status, error=error, usage=usage, cost=cost
+        )
+        follow = start_queued(scope, str(run.conversation_id), locked)
+        if follow is not None:
             from .executors import get_executor
 
-            await get_executor().asubmit(str(run.pk))
+            get_executor().submit(str(follow.pk))
+        return follow
 
 
 def start_queued(scope: Scope, conversation_id: str, run: AgentRun) -> AgentRun | None:
     """A run for the messages queued on ``run`` (which has ended), or None."""
-    run.refresh_from_db(fields=["metadata"])
     meta = run.metadata if isinstance(run.metadata, dict) else {}
     queued = meta.get("queued") or []
     if not queued:
@@ -672,6 +681,17 @@ def cost_of(agent: Agent | None, usage: TokenUsage) -> Decimal:
     from .usage import cost_of as model_cost
 
     return model_cost(agent.model.name, usage)
+
+
+def snapshot(state: State) -> dict[str, Any]:
+    """What an inspector sees of the state at a step end (not the whole history:
+    it would not fit a channel-layer message)."""
+    return {
+        "message_count": len(state.messages),
+        "todos": [t.to_dict() for t in state.todos],
+        "metadata_keys": sorted(state.metadata),
+        "interrupted": bool(state.interrupt_data),
+    }
 
 
 def _filesystem_scope(value: Any) -> Any:

@@ -10,7 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from project.agents import factory
-from sagents_django.core import Agent, Middleware, State, build_default_middleware
+from sagents_django.conf import sagents_settings
+from sagents_django.core import (
+    Agent,
+    ChatModel,
+    Middleware,
+    State,
+    build_default_middleware,
+)
+
+STALL_SECONDS = 1.0
+"""A provider silent this long has stalled (the site default is two minutes)."""
 
 
 class Notes(Middleware):
@@ -26,7 +36,12 @@ def build_agent(*, agent_id: str, scope: Any, filesystem_scope: Any = None) -> A
     middleware.append((Notes, {"id": "notes"}))
     return Agent(
         agent_id=agent_id,
-        model=factory.build_model(),
+        model=ChatModel(
+            model=sagents_settings.MODEL,
+            params=sagents_settings.MODEL_PARAMS,
+            max_retries=0,  # a failure ends the turn at once (tests of failures)
+            stream_idle_timeout=STALL_SECONDS,
+        ),
         base_system_prompt=factory.SYSTEM_PROMPT,
         middleware=middleware,
         replace_default_middleware=True,

@@ -1,0 +1,75 @@
+"""Following turns in tests: a site on the fake provider, a subscriber's channel."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.contrib.auth import get_user_model
+
+from sagents_django import services
+from sagents_django.runtime import agent_server
+from sagents_django.runtime.executors import wait_inline
+from sagents_django.scope import Scope
+
+EMBEDDED = {
+    "FACTORY": "tests.runtime.agents.build_agent",
+    "EXECUTOR": "inline",
+    "MODEL": "sagents/demo",
+}
+
+
+@pytest.fixture
+async def site(settings: Any, fake_llm: Any) -> Any:
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+    }
+    settings.SAGENTS = {
+        **EMBEDDED,
+        "MODEL": fake_llm.model,
+        "MODEL_PARAMS": dict(fake_llm.model_params),
+    }
+    yield fake_llm
+    # A turn still ending (its follow-up, its last writes) must not meet the
+    # flush of the test database.
+    assert await asyncio.to_thread(wait_inline, 30)
+
+
+def make_scope(name: str) -> Scope:
+    user = get_user_model().objects.create_user(username=name)
+    return Scope.for_user(user)
+
+
+class Follower:
+    """A subscriber's channel: what a socket consumer would receive."""
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+        self.events: list[dict[str, Any]] = []
+
+    async def until(self, event: str, timeout: float = 30) -> dict[str, Any]:
+        layer = get_channel_layer()
+        async with asyncio.timeout(timeout):
+            while True:
+                message = await layer.receive(self.channel)
+                self.events.append(message)
+                if message["event"] == event:
+                    return message
+
+    def names(self) -> list[str]:
+        return [e["event"] for e in self.events]
+
+
+async def follow(scope: Scope, conversation_id: Any) -> Follower:
+    channel = await get_channel_layer().new_channel()
+    await agent_server.asubscribe(scope, conversation_id, channel)
+    return Follower(channel)
+
+
+async def new_conversation(name: str = "alice") -> tuple[Scope, Any]:
+    scope = await sync_to_async(make_scope)(name)
+    conversation = await sync_to_async(services.create_conversation)(scope)
+    return scope, conversation
