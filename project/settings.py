@@ -105,6 +105,17 @@ TEMPLATES = [
 DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
 }
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Inline turns write from the runtime's thread while requests write from theirs:
+    # WAL lets readers go on, IMMEDIATE takes the write lock up front (no deadlock
+    # between two readers turned writers), and a writer waits instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": "PRAGMA journal_mode=WAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # No REDIS_URL: one process, so the in-memory layer is enough. With it, every daphne
