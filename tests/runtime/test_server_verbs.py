@@ -1,0 +1,167 @@
+"""The AgentServer's other verbs: state in and out, events, listing, presence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from sagents_django.core import Message, State
+from sagents_django.exceptions import InvalidInput, RunConflict
+from sagents_django.models import AgentRun, DisplayMessage
+from sagents_django.runtime import agent_server, viewers
+from sagents_django.runtime.turn import run_turn
+from tests.fakes.openai_server import reply
+from tests.runtime import follow as follow_module
+from tests.runtime.follow import follow, new_conversation
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+site = follow_module.site
+
+
+async def test_a_late_or_duplicate_delivery_of_a_run_does_nothing(site: Any) -> None:
+    site.script(reply("Once."))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    submission = await agent_server.aadd_message(scope, conversation.pk, "hi")
+    await follower.until("run_finished")
+
+    assert await run_turn(submission.run_id) is None
+
+    assert len(site.requests) == 1
+    run = await AgentRun.objects.aget(pk=submission.run_id)
+    assert (run.status, run.attempts) == ("completed", 1)
+
+
+async def test_export_restore_and_reset(site: Any) -> None:
+    site.script(reply("Remembered."))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    await agent_server.aadd_message(scope, conversation.pk, "remember me")
+    await follower.until("run_finished")
+    exported = await agent_server.aexport_state(scope, conversation.pk)
+    assert exported is not None and exported["version"] == 1
+
+    state = State(agent_id="x", metadata={"kept": True}).add_message(
+        Message.user("other")
+    )
+    await agent_server.aupdate_agent_and_state(scope, conversation.pk, state)
+    info = await agent_server.aget_info(scope, conversation.pk)
+    assert [m.text for m in info["state"].messages] == ["other"]
+
+    await agent_server.arestore_state(scope, conversation.pk, exported)
+    info = await agent_server.aget_info(scope, conversation.pk)
+    assert [m.text for m in info["state"].messages] == ["remember me", "Remembered."]
+
+    await agent_server.areset(scope, conversation.pk)
+    info = await agent_server.aget_info(scope, conversation.pk)
+    assert info["state"].messages == []
+    assert await agent_server.aget_status(scope, conversation.pk) == "idle"
+
+
+@pytest.mark.parametrize(
+    "envelope",
+    [None, "state", {"version": 99, "state": {}}, {"state": {"messages": "x"}}],
+)
+async def test_a_state_that_cannot_be_read_is_refused(site: Any, envelope: Any) -> None:
+    scope, conversation = await new_conversation()
+    with pytest.raises(InvalidInput):
+        await agent_server.arestore_state(scope, conversation.pk, envelope)
+    assert await agent_server.aexport_state(scope, conversation.pk) is None
+
+
+async def test_state_cannot_be_replaced_while_a_turn_runs(site: Any) -> None:
+    site.script(reply("Slow.", chunks=10, delay=0.05))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    await agent_server.aadd_message(scope, conversation.pk, "go")
+    await follower.until("run_started")
+
+    with pytest.raises(RunConflict):
+        await agent_server.areset(scope, conversation.pk)
+    await follower.until("run_finished")
+
+
+async def test_published_events_reach_subscribers_and_bad_ones_are_refused(
+    site: Any,
+) -> None:
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+
+    await agent_server.apublish_event_from(
+        scope, conversation.pk, "custom_progress", {"percent": 40}
+    )
+    event = await follower.until("custom_progress")
+    assert event["data"] == {"percent": 40}
+
+    for name, data in [("", {}), ("x" * 65, {}), ("ok", []), ("ok", {"x": 1e400})]:
+        with pytest.raises(InvalidInput):
+            await agent_server.apublish_event_from(scope, conversation.pk, name, data)
+
+
+async def test_a_synthetic_message_is_saved_and_announced(site: Any) -> None:
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+
+    row = await agent_server.asave_synthetic_message(
+        scope,
+        conversation.pk,
+        {"message_type": "system", "content_type": "text", "content": {"text": "Hi"}},
+    )
+
+    event = await follower.until("display_message_saved")
+    assert event["data"]["display_message"]["id"] == str(row.pk)
+    assert (
+        await DisplayMessage.objects.filter(conversation=conversation.pk).acount() == 1
+    )
+    with pytest.raises(InvalidInput):
+        await agent_server.asave_synthetic_message(
+            scope, conversation.pk, {"message_type": "robot"}
+        )
+
+
+async def test_running_agents_are_listed_by_scope(site: Any) -> None:
+    site.script(reply("Slow.", chunks=10, delay=0.05))
+    scope, conversation = await new_conversation()
+    other, _ = await new_conversation("bob")
+    follower = await follow(scope, conversation.pk)
+    await agent_server.aadd_message(scope, conversation.pk, "go")
+    await follower.until("run_started")
+
+    agent_id = f"conversation-{conversation.pk}"
+    assert await agent_server.alist_running_agents(scope) == [agent_id]
+    assert await agent_server.alist_agents_matching(scope, "conversation-*") == [
+        agent_id
+    ]
+    assert await agent_server.alist_agents_matching(scope, "user-*") == []
+    assert await agent_server.aagent_count(scope) == 1
+    info = await agent_server.aagent_info(scope, agent_id)
+    assert info is not None and info["status"] == "running"
+    assert await agent_server.alist_running_agents(other) == []
+    assert await agent_server.aagent_info(other, agent_id) is None
+    await follower.until("run_finished")
+    assert await agent_server.aagent_info(scope, agent_id) is None
+
+
+async def test_inactivity_follows_runs_viewers_and_touches(
+    site: Any, settings: Any
+) -> None:
+    settings.SAGENTS = {**settings.SAGENTS, "INACTIVITY_TIMEOUT": 1}
+    scope, conversation = await new_conversation()
+    key = str(conversation.pk)
+    await sync_to_async(viewers.add)(key, "specific.test!1")
+
+    status = await agent_server.aget_inactivity_status(scope, conversation.pk)
+    assert status["inactivity_timeout"] == 1000
+    assert status["timer_active"] is False  # someone is watching
+
+    await sync_to_async(viewers.remove)(key, "specific.test!1")
+    status = await agent_server.aget_inactivity_status(scope, conversation.pk)
+    assert status["timer_active"] is True
+    await agent_server.atouch(scope, conversation.pk)
+    assert await agent_server.aget_status(scope, conversation.pk) in ("idle",)
+    meta = await agent_server.aget_metadata(scope, conversation.pk)
+    assert meta["agent_id"] == f"conversation-{conversation.pk}"
+    assert meta["last_activity_at"] is not None
