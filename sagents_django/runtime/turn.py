@@ -484,7 +484,8 @@ class Turn:
                 interrupt_data=result.state.interrupt_data,
             )
         last = result.state.messages[-1] if result.state.messages else None
-        if last is not None and last.role == "assistant":
+        # The agent's reply: a turn paused for approval has not answered yet.
+        if status == "completed" and last is not None and last.role == "assistant":
             await signal(
                 "agent_response",
                 conversation_id=self.conversation_id,

@@ -9,11 +9,14 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
+from django.db import connections
 
 from sagents_django import services
+from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
 from sagents_django.runtime import agent_server
 from sagents_django.runtime.executors import wait_inline
 from sagents_django.scope import Scope
+from tests.runtime import stacks
 
 EMBEDDED = {
     "FACTORY": "tests.runtime.agents.build_agent",
@@ -22,20 +25,44 @@ EMBEDDED = {
 }
 
 
-@pytest.fixture
-async def site(settings: Any, fake_llm: Any) -> Any:
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
-    }
-    settings.SAGENTS = {
-        **EMBEDDED,
-        "MODEL": fake_llm.model,
-        "MODEL_PARAMS": dict(fake_llm.model_params),
-    }
-    yield fake_llm
+@pytest.fixture(params=stacks.names())
+async def site(request: Any, settings: Any) -> Any:
+    """The fake provider of a site running turns on the stack ``request.param``
+    (``stacks``: embedded, and production in the PostgreSQL pass)."""
+    if request.param == "production":
+        llm = request.getfixturevalue("production_llm")
+        llm.reset()
+        request.getfixturevalue("production_worker")
+        settings.CHANNEL_LAYERS = {"default": stacks.redis_layer()}
+        settings.SAGENTS = {**EMBEDDED, **stacks.sagents_overrides(llm)}
+    else:
+        llm = request.getfixturevalue("fake_llm")
+        settings.CHANNEL_LAYERS = {
+            "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+        }
+        settings.SAGENTS = {
+            **EMBEDDED,
+            "MODEL": llm.model,
+            "MODEL_PARAMS": dict(llm.model_params),
+        }
+    yield llm
     # A turn still ending (its follow-up, its last writes) must not meet the
     # flush of the test database.
     assert await asyncio.to_thread(wait_inline, 30)
+    assert await no_active_runs(30), "a turn was still running after the test"
+    # The thread database calls from async code run in keeps its connection open,
+    # which would stop the test database (PostgreSQL) from being dropped.
+    await sync_to_async(connections.close_all)()
+
+
+async def no_active_runs(timeout: float) -> bool:
+    """Wait for every run to end (a worker's turn may still be writing)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while await AgentRun.objects.filter(status__in=ACTIVE_RUN_STATUSES).aexists():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 def make_scope(name: str) -> Scope:

@@ -129,6 +129,9 @@ async def test_a_burst_of_twenty_submits_loses_and_doubles_nothing(site: Any) ->
     assert in_state == users  # each message in the agent's memory exactly once
 
 
+# The limit is read where the turn ends (the worker): a setting changed inside a
+# test reaches only this process.
+@pytest.mark.parametrize("site", ["embedded"], indirect=True)
 async def test_a_chain_of_queued_turns_stops_after_the_limit(
     site: Any, settings: Any
 ) -> None:
@@ -287,12 +290,7 @@ async def test_bad_decisions_are_refused_before_a_run_exists(
 async def test_two_conversations_run_at_once(site: Any) -> None:
     site.script(reply("Left.", **SLOW), reply("Right.", **SLOW))
     scope, left = await new_conversation("alice")
-    _, right = await new_conversation("bob")
-    right_scope = (await sync_to_async(lambda: right)()) and None
-    del right_scope
-    from sagents_django.scope import Scope
-
-    bob = await sync_to_async(lambda: Scope.for_user(right.user))()
+    bob, right = await new_conversation("bob")
     followers = [await follow(scope, left.pk), await follow(bob, right.pk)]
 
     await agent_server.aadd_message(scope, left.pk, "go left")

@@ -1,0 +1,192 @@
+"""The two stacks the runtime tests run on, and the Celery workers of the second.
+
+- ``embedded``: the run's database, the in-memory channel layer, the inline executor
+  (turns on this process's runtime loop).
+- ``production``: PostgreSQL, the Redis channel layer, and turns run by a real Celery
+  worker process (threads pool) that the test session starts. It is part of the
+  PostgreSQL pass (a worker is another process: it needs a database server both
+  can reach), where every runtime test runs on both stacks; an unreachable Redis
+  fails the test, never skips it.
+
+Each test session has its own Celery queue and channel-layer prefix, so sessions
+running at once on one machine never take each other's turns or events. The fake
+provider of the production stack lives for the whole session (the worker is told
+its address when it starts) and is reset before each test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from tests.fakes.openai_server import FakeOpenAIServer
+
+REDIS_URL = os.environ.get("SAGENTS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+SESSION = uuid.uuid4().hex[:8]
+QUEUE = f"sagents-test-{SESSION}"
+PREFIX = f"sagents-test-{SESSION}"
+ROOT = Path(__file__).resolve().parents[2]
+
+FACTORY = "tests.runtime.agents.build_agent"
+
+
+def names() -> list[str]:
+    """The stacks of this run: production too when the database is PostgreSQL."""
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith(("postgres", "pgsql")):
+        return ["embedded", "production"]
+    return ["embedded"]
+
+
+def redis_layer() -> dict[str, Any]:
+    return {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": PREFIX},
+    }
+
+
+def sagents_overrides(llm: FakeOpenAIServer) -> dict[str, Any]:
+    return {
+        "FACTORY": FACTORY,
+        "EXECUTOR": "celery",
+        "MODEL": llm.model,
+        "MODEL_PARAMS": dict(llm.model_params),
+    }
+
+
+def use_redis_broker() -> None:
+    """This process sends turns to the session's queue on Redis (its Celery app
+    was configured from settings with the in-memory broker)."""
+    from project.celery import app
+
+    app.conf.broker_url = REDIS_URL
+    app.conf.task_default_queue = QUEUE
+
+
+def worker_database_url() -> str:
+    """The URL of the test database pytest-django created (the worker's)."""
+    s = connection.settings_dict
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s.get("PASSWORD") else "")
+    return (
+        f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+    )
+
+
+class Worker:
+    """A Celery worker process running this session's turns."""
+
+    def __init__(self, llm: FakeOpenAIServer, *, concurrency: int = 20) -> None:
+        self.llm = llm
+        self.concurrency = concurrency
+        self.log = Path(f"/tmp/sagents-worker-{SESSION}-{uuid.uuid4().hex[:6]}.log")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60) -> Worker:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "DJANGO_SETTINGS_MODULE": "tests.runtime.worker_settings",
+            "DATABASE_URL": worker_database_url(),
+            "REDIS_URL": REDIS_URL,
+            "CELERY_BROKER_URL": REDIS_URL,
+            "SAGENTS_TEST_OVERRIDES": json.dumps(sagents_overrides(self.llm)),
+            "SAGENTS_TEST_PREFIX": PREFIX,
+            "SAGENTS_TEST_QUEUE": QUEUE,
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "HF_HUB_OFFLINE": "1",
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "project",
+            "worker",
+            "--pool",
+            "threads",
+            "--concurrency",
+            str(self.concurrency),
+            "--queues",
+            QUEUE,
+            "--hostname",
+            f"{QUEUE}-{uuid.uuid4().hex[:6]}@%h",
+            "--loglevel",
+            "info",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ]
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + timeout
+        start = len(self.output())
+        while " ready." not in self.output()[start:]:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"The Celery worker did not start:\n{self.output()}")
+            time.sleep(0.1)
+        return self
+
+    def restart(self) -> Worker:
+        """Stop this worker and start a new process in its place."""
+        self.stop()
+        return self.start()
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def kill(self) -> None:
+        """``kill -9``: the worker dies mid-whatever, as a crashed machine would."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+
+@pytest.fixture(scope="session")
+def production_llm() -> Iterator[FakeOpenAIServer]:
+    server = FakeOpenAIServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def production_worker(
+    django_db_setup: Any, django_db_blocker: Any, production_llm: FakeOpenAIServer
+) -> Iterator[Worker]:
+    """One worker for the session (stopped before the test database is dropped)."""
+    use_redis_broker()
+    worker = Worker(production_llm).start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        worker.log.unlink(missing_ok=True)
