@@ -189,7 +189,11 @@ class AgentRun(models.Model):
     error = models.TextField(blank=True, default="")
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
-    cost = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    cost = models.DecimalField(
+        max_digits=20, decimal_places=10, null=True, blank=True, default=0
+    )
+    """USD, from litellm's offline price list; NULL when the run's model has no
+    price there (unknown is not free: see ``runtime.usage``)."""
     metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:

@@ -571,7 +571,7 @@ class Turn:
                 "status": status,
                 "error": error,
                 "usage": usage.to_dict(),
-                "cost": str(cost),
+                "cost": None if cost is None else str(cost),
                 # The run of messages queued meanwhile, already created: a client
                 # never sees a moment with neither run active.
                 "next_run_id": str(next_run.pk) if next_run is not None else None,
@@ -614,7 +614,7 @@ def end_run(
     status: str,
     error: str,
     usage: TokenUsage,
-    cost: Decimal,
+    cost: Decimal | None,
 ) -> AgentRun | None:
     """End ``run`` and, in the same transaction, start the run of the messages
     queued on it (handed to the executor after commit); that run, or None."""
@@ -676,7 +676,8 @@ def build_agent(agent_id: str, scope: Scope, filesystem_scope: Any) -> Agent:
     return factory(agent_id=agent_id, scope=scope, filesystem_scope=filesystem_scope)
 
 
-def cost_of(agent: Agent | None, usage: TokenUsage) -> Decimal:
+def cost_of(agent: Agent | None, usage: TokenUsage) -> Decimal | None:
+    """The run's cost; None when its model has no price (``runtime.usage``)."""
     if agent is None:
         return Decimal(0)
     from .usage import cost_of as model_cost

@@ -1,11 +1,59 @@
-"""Placeholder until the ops work lands: cost of a turn's tokens."""
+"""What a turn's tokens cost, from litellm's offline price list.
+
+Prices come from litellm's bundled model cost map (``LITELLM_LOCAL_MODEL_COST_MAP``
+keeps it offline), read through ``litellm.cost_per_token``. litellm takes seconds to
+import, so it is imported here on first use, never at Django start-up; a worker
+already imported it for the model call by the time a run ends.
+
+Unknown is not free: a model the map does not price (the offline demo model
+``sagents/demo``, a self-hosted model, a test model) costs ``None``, which a run
+stores as a NULL cost and the admin shows as "-". ``Decimal(0)`` means a priced
+model (or a turn that used no tokens). Totals sum the priced runs and count the
+others, so a bill never silently omits them.
+
+The turn's usage is summed over its model calls and priced at its agent's model:
+a call answered by a fallback model is priced at the primary model's rates.
+"""
 
 from __future__ import annotations
 
-from decimal import Decimal
+import logging
+from decimal import ROUND_HALF_UP, Decimal
 
 from sagents_django.core import TokenUsage
 
+logger = logging.getLogger(__name__)
 
-def cost_of(model: str, usage: TokenUsage) -> Decimal:
-    return Decimal(0)
+COST_QUANTUM = Decimal("0.0000000001")
+"""Costs are kept to 1e-10 USD (``AgentRun.cost`` has ten decimal places): cheap
+models cost about 1e-7 per token, which six places would round away."""
+
+
+def cost_of(model: str, usage: TokenUsage) -> Decimal | None:
+    """The cost in USD of ``usage`` on ``model`` (a litellm model string); None when
+    litellm's cost map does not price ``model``. Never raises."""
+    if usage.input <= 0 and usage.output <= 0:
+        return Decimal(0)
+    try:
+        from sagents_django.core.transports import import_litellm
+
+        litellm = import_litellm()
+        prompt, completion = litellm.cost_per_token(
+            model=model,
+            prompt_tokens=usage.input,
+            completion_tokens=usage.output,
+            # Cached tokens are part of the input, billed at the cache-read rate.
+            cache_read_input_tokens=min(max(usage.cached_input, 0), usage.input),
+        )
+    except Exception as exc:
+        # litellm raises for a model it does not map (ModelNotMappedError) or
+        # whose provider it does not know (the demo model): not priced.
+        logger.debug("No price for model %r: %s", model, exc)
+        return None
+    try:
+        total = Decimal(str(prompt)) + Decimal(str(completion))
+    except ArithmeticError:
+        return None
+    if not total.is_finite() or total < 0:
+        return None
+    return total.quantize(COST_QUANTUM, rounding=ROUND_HALF_UP)

@@ -14,7 +14,7 @@ Modules: ``conversations`` (CRUD, list, search), ``state`` (agent state, todos),
 ``validation`` (argument checks and the NUL policy), ``sql`` (the one-statement
 writes PostgreSQL gets for appends and tool-call transitions), ``runs`` (one active
 run per conversation, held while a turn runs), ``failures`` (failed writes recorded
-for operators).
+for operators), ``usage`` (tokens and cost summed per conversation and per owner).
 """
 
 from __future__ import annotations
@@ -60,10 +60,12 @@ from .tool_calls import (
     record_hitl_decision,
     resolve_interrupted_tool_result,
 )
+from .usage import UsageTotals, usage_by_conversation, usage_totals
 
 __all__ = [
     "ORDERINGS",
     "SearchResult",
+    "UsageTotals",
     "active_run",
     "append_display_message",
     "append_display_messages",
@@ -98,4 +100,6 @@ __all__ = [
     "set_generated_title",
     "state_revision",
     "update_conversation",
+    "usage_by_conversation",
+    "usage_totals",
 ]

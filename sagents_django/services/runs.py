@@ -76,11 +76,14 @@ def finish_run(
     status: str,
     error: str = "",
     usage: TokenUsage | None = None,
-    cost: Decimal | None = None,
+    cost: Decimal | None = Decimal(0),
 ) -> bool:
     """End an active run with ``status`` (completed, interrupted, cancelled, error),
     which frees the conversation for the next turn. False when the run had already
-    ended; NotFound when it is not ``scope``'s."""
+    ended; NotFound when it is not ``scope``'s.
+
+    ``cost`` None (or anything but a finite, non-negative Decimal) is stored as
+    NULL: the run's model has no known price."""
     status = choice(status, FINAL_STATUSES, what="status")
     if not isinstance(error, str):
         error = str(error)
@@ -94,7 +97,7 @@ def finish_run(
         output_tokens=max(usage.output, 0),
         cost=cost
         if isinstance(cost, Decimal) and cost.is_finite() and cost >= 0
-        else 0,
+        else None,
     )
     if not ended and not runs.exists():
         raise NotFound("run", str(run_id))
