@@ -20,13 +20,13 @@ from django.contrib.admin import AdminSite
 
 from sagents_django.admin.conversations import AgentRunInline, ConversationAdmin
 from sagents_django.admin.records import (
-    AgentRunAdmin,
     AgentStateAdmin,
     DisplayMessageAdmin,
     PersistenceFailureAdmin,
     ReadOnlyAdmin,
     StoredFileAdmin,
 )
+from sagents_django.admin.runs import AgentRunAdmin
 from sagents_django.models import (
     AgentRun,
     AgentState,

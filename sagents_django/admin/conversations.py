@@ -38,6 +38,13 @@ from sagents_django.admin.presentation import (
     pretty_state,
     state_summary,
 )
+from sagents_django.admin.runs import (
+    failures_url,
+    format_cost,
+    format_duration,
+    format_tokens,
+    with_failure_counts,
+)
 from sagents_django.models import (
     RUN_STATUSES,
     AbstractConversation,
@@ -105,7 +112,8 @@ def _compact_time(value: datetime | None) -> SafeString | str:
 
 
 class AgentRunInline(admin.TabularInline):
-    """The run history; runs are written by the runtime only."""
+    """The run history with what each run cost and what of it failed; runs are
+    written by the runtime only (the run list has the actions)."""
 
     model = AgentRun
     extra = 0
@@ -117,12 +125,17 @@ class AgentRunInline(admin.TabularInline):
         "created",
         "started",
         "finished",
+        "duration",
         "attempts",
         "tokens",
-        "cost",
+        "cost_usd",
         "error",
+        "failures",
     )
     readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> models.QuerySet:
+        return with_failure_counts(super().get_queryset(request))
 
     @admin.display(description="created", ordering="created_at")
     def created(self, run: AgentRun) -> SafeString | str:
@@ -136,9 +149,25 @@ class AgentRunInline(admin.TabularInline):
     def finished(self, run: AgentRun) -> SafeString | str:
         return _compact_time(run.finished_at)
 
+    @admin.display(description="duration")
+    def duration(self, run: AgentRun) -> str:
+        return format_duration(run)
+
     @admin.display(description="tokens (in / out)")
     def tokens(self, run: AgentRun) -> str:
-        return f"{run.input_tokens} / {run.output_tokens}"
+        return format_tokens(run)
+
+    @admin.display(description="cost (USD)")
+    def cost_usd(self, run: AgentRun) -> str:
+        return format_cost(run.cost)
+
+    @admin.display(description="failed writes")
+    def failures(self, run: AgentRun) -> SafeString | str:
+        count = getattr(run, "failure_count", 0)
+        if not count:
+            return "0"
+        url = failures_url(self.admin_site.name, run=run.pk)
+        return format_html('<a href="{}">{}</a>', url, count)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -283,7 +312,17 @@ class ConversationAdmin(admin.ModelAdmin):
             "can_view_messages": can_view(request, DisplayMessage),
             "can_view_state": can_view(request, AgentState),
             "can_view_failures": can_view(request, PersistenceFailure),
+            "can_view_runs": can_view(request, AgentRun),
         }
+        if context["can_view_runs"]:
+            opts = AgentRun._meta
+            changelist = reverse(
+                f"admin:{opts.app_label}_{opts.model_name}_changelist",
+                current_app=self.admin_site.name,
+            )
+            context["runs_url"] = (
+                f"{changelist}?{urlencode({'conversation': conversation.pk})}"
+            )
         if context["can_view_messages"]:
             latest = list(
                 DisplayMessage.objects.filter(conversation=conversation).order_by(
@@ -304,13 +343,8 @@ class ConversationAdmin(admin.ModelAdmin):
                 if len(context["failures"]) < FAILURE_LIMIT
                 else failures.count()
             )
-            opts = PersistenceFailure._meta
-            changelist = reverse(
-                f"admin:{opts.app_label}_{opts.model_name}_changelist",
-                current_app=self.admin_site.name,
-            )
-            context["failures_url"] = (
-                f"{changelist}?{urlencode({'conversation': conversation.pk})}"
+            context["failures_url"] = failures_url(
+                self.admin_site.name, conversation=conversation.pk
             )
         if context["can_view_state"]:
             state = AgentState.objects.filter(conversation=conversation).first()

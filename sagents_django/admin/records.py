@@ -1,7 +1,7 @@
 """Read-only admins for the rows the runtime writes.
 
-Display messages, runs, agent states, stored files and recorded write failures are
-the record of what agents did for tenants; editing one by hand would make the two
+Display messages, agent states, stored files and recorded write failures (and
+runs: ``runs`` adds the operations actions) are the record of what agents did for tenants; editing one by hand would make the two
 views of a conversation disagree or corrupt a state the next turn loads (or hide a
 failure). So nobody adds or changes them here:
 people with the view permission browse them, and superusers may delete them (the
@@ -23,7 +23,6 @@ from django.utils.text import Truncator
 
 from sagents_django.admin.presentation import chat_entries, json_block, state_summary
 from sagents_django.models import (
-    AgentRun,
     AgentState,
     DisplayMessage,
     PersistenceFailure,
@@ -93,49 +92,6 @@ class DisplayMessageAdmin(ReadOnlyAdmin):
     @admin.display(description="metadata")
     def pretty_metadata(self, message: DisplayMessage) -> SafeString:
         return json_block(message.metadata)
-
-
-class AgentRunAdmin(ReadOnlyAdmin):
-    list_display = (
-        "id",
-        "conversation",
-        "status",
-        "trigger",
-        "created_at",
-        "started_at",
-        "finished_at",
-        "attempts",
-        "input_tokens",
-        "output_tokens",
-        "cost",
-    )
-    list_filter = ("status", "trigger", "cancel_requested")
-    list_select_related = ("conversation",)
-    date_hierarchy = "created_at"
-    search_fields = ("conversation__title", "error")
-    fields = (
-        "id",
-        "conversation",
-        "status",
-        "trigger",
-        "created_at",
-        "started_at",
-        "finished_at",
-        "heartbeat_at",
-        "lease_owner",
-        "attempts",
-        "cancel_requested",
-        "input_tokens",
-        "output_tokens",
-        "cost",
-        "error",
-        "pretty_metadata",
-    )
-    readonly_fields = fields
-
-    @admin.display(description="metadata")
-    def pretty_metadata(self, run: AgentRun) -> SafeString:
-        return json_block(run.metadata)
 
 
 class AgentStateAdmin(ReadOnlyAdmin):
