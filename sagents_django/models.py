@@ -14,6 +14,7 @@ whichever conversation model is active.
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 
 import swapper
 from django.conf import settings
@@ -41,6 +42,9 @@ DISPLAY_STATUSES = (
 FAILURE_KINDS = ("state", "display")
 RUN_STATUSES = ("queued", "running", "completed", "interrupted", "cancelled", "error")
 ACTIVE_RUN_STATUSES = ("queued", "running")
+COST_QUANTUM = Decimal("0.0000000001")
+"""Run costs are kept to 1e-10 USD: cheap models cost about 1e-7 per token, which
+six decimal places would round away on a short turn."""
 
 
 CONVERSATION_MODEL = swapper.get_model_name("sagents_django", "Conversation")

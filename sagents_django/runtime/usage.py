@@ -5,11 +5,12 @@ keeps it offline), read through ``litellm.cost_per_token``. litellm takes second
 import, so it is imported here on first use, never at Django start-up; a worker
 already imported it for the model call by the time a run ends.
 
-Unknown is not free: a model the map does not price (the offline demo model
-``sagents/demo``, a self-hosted model, a test model) costs ``None``, which a run
-stores as a NULL cost and the admin shows as "-". ``Decimal(0)`` means a priced
-model (or a turn that used no tokens). Totals sum the priced runs and count the
-others, so a bill never silently omits them.
+Unknown is not free: a model the map does not price (a self-hosted model, a test
+model such as ``openai/fake-model``) costs ``None``, which a run stores as a NULL
+cost and the admin shows as "-". ``Decimal(0)`` means a model priced at zero (the
+offline demo model ``sagents/demo`` registers itself in the map as free) or a turn
+that used no tokens. Totals sum the priced runs and count the others, so a bill
+never silently omits them.
 
 The turn's usage is summed over its model calls and priced at its agent's model:
 a call answered by a fallback model is priced at the primary model's rates.
@@ -21,12 +22,9 @@ import logging
 from decimal import ROUND_HALF_UP, Decimal
 
 from sagents_django.core import TokenUsage
+from sagents_django.models import COST_QUANTUM
 
 logger = logging.getLogger(__name__)
-
-COST_QUANTUM = Decimal("0.0000000001")
-"""Costs are kept to 1e-10 USD (``AgentRun.cost`` has ten decimal places): cheap
-models cost about 1e-7 per token, which six places would round away."""
 
 
 def cost_of(model: str, usage: TokenUsage) -> Decimal | None:
@@ -47,7 +45,7 @@ def cost_of(model: str, usage: TokenUsage) -> Decimal | None:
         )
     except Exception as exc:
         # litellm raises for a model it does not map (ModelNotMappedError) or
-        # whose provider it does not know (the demo model): not priced.
+        # whose provider it does not know: not priced.
         logger.debug("No price for model %r: %s", model, exc)
         return None
     try:

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Sum
 
-from sagents_django.models import AgentRun
+from sagents_django.models import COST_QUANTUM, AgentRun
 from sagents_django.scope import Scope
 
 from .conversations import owned_ids, require_conversation
@@ -48,12 +48,14 @@ class UsageTotals:
         }
 
 
+# Prefixed: an aggregate named like a field ("cost") would shadow it in the
+# filter of another aggregate.
 _AGGREGATES = {
-    "runs": Count("pk"),
-    "input_tokens": Sum("input_tokens"),
-    "output_tokens": Sum("output_tokens"),
-    "cost": Sum("cost"),
-    "unpriced_runs": Count("pk", filter=Q(cost__isnull=True)),
+    "total_runs": Count("pk"),
+    "total_input_tokens": Sum("input_tokens"),
+    "total_output_tokens": Sum("output_tokens"),
+    "total_cost": Sum("cost"),
+    "total_unpriced_runs": Count("pk", filter=Q(cost__isnull=True)),
 }
 
 
@@ -82,11 +84,12 @@ def _runs(scope: Scope, conversation_id: Any) -> QuerySet[AgentRun]:
 
 
 def _totals(row: dict[str, Any]) -> UsageTotals:
-    cost = row.get("cost")
+    cost = row.get("total_cost")
     return UsageTotals(
-        runs=row.get("runs") or 0,
-        input_tokens=row.get("input_tokens") or 0,
-        output_tokens=row.get("output_tokens") or 0,
-        cost=Decimal(cost) if cost is not None else Decimal(0),
-        unpriced_runs=row.get("unpriced_runs") or 0,
+        runs=row.get("total_runs") or 0,
+        input_tokens=row.get("total_input_tokens") or 0,
+        output_tokens=row.get("total_output_tokens") or 0,
+        # Kept to the runs' own precision (a database's sum may carry more digits).
+        cost=Decimal(cost).quantize(COST_QUANTUM) if cost is not None else Decimal(0),
+        unpriced_runs=row.get("total_unpriced_runs") or 0,
     )
