@@ -35,6 +35,7 @@ from sagents_django.admin.records import ReadOnlyAdmin
 from sagents_django.admin.run_actions import RUN_ACTIONS
 from sagents_django.models import AgentRun, PersistenceFailure
 from sagents_django.scope import owner_field
+from sagents_django.services import conversation_model
 
 STATUS_LABELS = {
     "running": "running",
@@ -144,7 +145,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     @property
     def owner_field(self) -> str | None:
-        return owner_field(AgentRun._meta.get_field("conversation").related_model)
+        return owner_field(conversation_model())
 
     def get_queryset(self, request: HttpRequest) -> models.QuerySet:
         return with_failure_counts(super().get_queryset(request))
