@@ -131,6 +131,16 @@ CASES: dict[str, tuple[Call, Any]] = {
         ),
         None,
     ),
+    "usage_totals": (
+        lambda s, c: services.usage_totals(s, conversation_id=c.pk),
+        NotFound,
+    ),
+    # A stranger's own totals: zeros, nothing of the owner's runs.
+    "usage_totals of every conversation": (
+        lambda s, c: services.usage_totals(s),
+        services.UsageTotals(),
+    ),
+    "usage_by_conversation": (lambda s, c: services.usage_by_conversation(s), {}),
     # The same calls naming the conversation explicitly.
     "mark_tool_executing in a conversation": (
         lambda s, c: services.mark_tool_executing(s, CALL, conversation_id=c.pk),
