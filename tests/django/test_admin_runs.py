@@ -8,7 +8,7 @@ they use a transactional database.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -18,7 +18,7 @@ import swapper
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
-from django.db import connection
+from django.db import connection, connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -368,7 +368,7 @@ def test_a_run_of_a_user_who_lost_the_conversation_is_refused(
 # Async tests: their database work and the turns' share asgiref's one sync thread,
 # as a request's and a turn's do under daphne (one SQLite connection, no locks).
 @pytest.fixture
-def runtime(settings: Any, fake_llm: Any) -> Iterator[Any]:
+async def runtime(settings: Any, fake_llm: Any) -> AsyncIterator[Any]:
     settings.CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
     }
@@ -378,7 +378,9 @@ def runtime(settings: Any, fake_llm: Any) -> Iterator[Any]:
         "MODEL_PARAMS": dict(fake_llm.model_params),
     }
     yield fake_llm
-    assert wait_inline(30)
+    await finished()
+    # That thread's connection would keep PostgreSQL from dropping the test database.
+    await sync_to_async(connections.close_all)()
 
 
 async def finished() -> None:

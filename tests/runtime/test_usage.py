@@ -12,6 +12,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connections
 from django.dispatch import receiver
 
 from sagents_django.core import TokenUsage
@@ -22,9 +24,27 @@ from sagents_django.runtime.usage import cost_of
 from sagents_django.signals import run_finished
 from tests.fakes.openai_server import fault, reply, tool_call
 from tests.runtime import follow as follow_module
-from tests.runtime.follow import follow, new_conversation
+from tests.runtime.follow import EMBEDDED, follow, new_conversation
 
 site = follow_module.site
+
+
+@pytest.fixture
+async def priced_site(settings: Any, fake_llm: Any) -> Any:
+    """The embedded stack on a model litellm prices (a model setting the production
+    stack's worker process, started once per session, would not see)."""
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+    }
+    settings.SAGENTS = {
+        **EMBEDDED,
+        "MODEL": PRICED,
+        "MODEL_PARAMS": dict(fake_llm.model_params),
+    }
+    yield fake_llm
+    assert await asyncio.to_thread(wait_inline, 30)
+    await sync_to_async(connections.close_all)()
+
 
 PRICED = "openai/gpt-4o-mini"
 """In litellm's bundled map: $0.15 per million input tokens, $0.60 per million
@@ -64,9 +84,9 @@ def test_a_tiny_turn_on_a_cheap_model_is_not_rounded_to_zero() -> None:
 # Turns on the embedded default ---------------------------------------------------
 @pytest.mark.django_db(transaction=True)
 async def test_a_turn_records_its_tokens_and_cost_on_the_run_event_and_signal(
-    site: Any, settings: Any
+    priced_site: Any,
 ) -> None:
-    settings.SAGENTS = {**settings.SAGENTS, "MODEL": PRICED}
+    site = priced_site
     site.script(
         reply(tool_calls=[tool_call("ls", {})], usage=(1000, 100)),
         reply("Nothing there.", usage=(1200, 400)),
@@ -119,7 +139,7 @@ async def test_a_turn_on_an_unpriced_model_records_tokens_and_no_cost(
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_turn_on_the_offline_demo_model_ends_without_a_pricing_error(
-    site: Any, settings: Any
+    priced_site: Any, settings: Any
 ) -> None:
     settings.SAGENTS = {**settings.SAGENTS, "MODEL": "sagents/demo"}
     scope, conversation = await new_conversation()
@@ -137,8 +157,7 @@ async def test_a_turn_on_the_offline_demo_model_ends_without_a_pricing_error(
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_failed_provider_call_costs_nothing(site: Any, settings: Any) -> None:
-    settings.SAGENTS = {**settings.SAGENTS, "MODEL": PRICED}
+async def test_a_failed_provider_call_costs_nothing(site: Any) -> None:
     site.script(fault.http(500))
     scope, conversation = await new_conversation()
     follower = await follow(scope, conversation.pk)
