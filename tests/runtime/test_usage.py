@@ -138,25 +138,6 @@ async def test_a_turn_on_an_unpriced_model_records_tokens_and_no_cost(
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_turn_on_the_offline_demo_model_ends_without_a_pricing_error(
-    priced_site: Any, settings: Any
-) -> None:
-    settings.SAGENTS = {**settings.SAGENTS, "MODEL": "sagents/demo"}
-    scope, conversation = await new_conversation()
-    follower = await follow(scope, conversation.pk)
-
-    submission = await agent_server.aadd_message(scope, conversation.pk, "Hello")
-    finished = await follower.until("run_finished")
-
-    # The demo plans, then asks to write a file: the factory makes that wait.
-    assert finished["data"]["status"] in ("completed", "interrupted")
-    run = await AgentRun.objects.aget(pk=submission.run_id)
-    assert run.error == ""
-    assert run.input_tokens > 0
-    assert run.cost == 0
-
-
-@pytest.mark.django_db(transaction=True)
 async def test_a_failed_provider_call_costs_nothing(site: Any) -> None:
     site.script(fault.http(500))
     scope, conversation = await new_conversation()
