@@ -24,11 +24,31 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
+DISPLAY_MESSAGE = (
+    '{"id": str, "conversation_id": str, "message_type": "user|assistant|tool|system", '
+    '"content_type": "text|thinking|tool_call|tool_result|error|todo_snapshot|...", '
+    '"content": {...}, "sequence": int, "status": "completed|pending|executing|'
+    'failed|interrupted|cancelled|...", "metadata": {...}, "inserted_at": iso8601}'
+)
+"""The JSON of one display-message row (``runtime.publisher.display_message_json``),
+as ``display_message_saved``, ``display_message_updated`` and ``message_queued``
+carry it and the socket's ``history`` reply lists it."""
+
+RUN = '"run_id": str, "trigger": "message|execute|resume|queued|..."'
+
 #: Event name -> payload shape (documentation that code and tests can read).
 EVENTS: dict[str, str] = {
     # Agent events (Sagents AgentServer)
-    "status_changed": '{"status": "idle|running|interrupted|cancelled|error", "data": ...}',
+    "status_changed": (
+        '{"status": "idle|running|interrupted|cancelled|error", "run_id": str, '
+        '"data"?: interrupt_data (interrupted) | {"error": str} (error)}'
+    ),
     "todos_updated": '{"todos": [{"id", "content", "status"}]}',
+    "todo_snapshot": (
+        '{"display_item": {"type": "todo_snapshot", "message_type": "system", '
+        '"content": {"todos": [...], "summary": {"total": int, <status>: int}}}} '
+        "(TodoList(inline=True): the plan as a transcript item)"
+    ),
     "llm_deltas": '{"deltas": [MessageDelta.to_dict()]}',
     "llm_message": '{"message": Message.to_dict()}',
     "llm_token_usage": '{"usage": TokenUsage.to_dict()}',
@@ -36,11 +56,30 @@ EVENTS: dict[str, str] = {
         '{"status": "executing|completed|failed", "call_id", "name", '
         '"display_text"?, "arguments"?, "result"?, "error"?}'
     ),
-    "display_message_saved": '{"display_message": {...}}',
-    "display_message_updated": '{"display_message": {...}}',
+    "display_message_saved": '{"display_message": ' + DISPLAY_MESSAGE + "}",
+    "display_message_updated": '{"display_message": ' + DISPLAY_MESSAGE + "}",
     "conversation_title_generated": '{"title": str, "agent_id": str}',
-    "agent_shutdown": '{"agent_id", "reason", "last_activity_at"}',
+    "agent_shutdown": (
+        '{"agent_id": str, "reason": "no_viewers", "last_activity_at": iso8601|null, '
+        '"shutdown_at": iso8601}'
+    ),
+    "agent_state_update": (
+        '{"message_count": int, "todos": [...], "metadata_keys": [str], '
+        '"interrupted": bool} (debug stream, each step end) | {"reason": "reset"}'
+    ),
     "debug": '{"event": str, "data": ...}',
+    # Runtime events (runs, the double-text queue, failures)
+    "run_started": "{" + RUN + "}",
+    "run_finished": (
+        "{" + RUN + ', "status": "completed|interrupted|cancelled|error", '
+        '"error": str, "usage": TokenUsage.to_dict(), "cost": decimal str, '
+        '"next_run_id": str|null}'
+    ),
+    "message_queued": (
+        '{"run_id": str, "display_message": ' + DISPLAY_MESSAGE + ", "
+        '"policy": "enqueue|interrupt"}'
+    ),
+    "error": '{"error": str, "error_type": str, "retryable": bool}',
     # Filesystem events (Sagents FileSystemServer)
     "file_updated": '{"path": str, "scope": [kind, id]}',
     "file_deleted": '{"path": str, "scope": [kind, id]}',

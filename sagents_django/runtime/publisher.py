@@ -7,6 +7,8 @@ event becomes one channel-layer message::
     {"type": "agent.event", "conversation": "<uuid>", "event": name, "seq": n,
      "data": {...}, "subagent": {"name", "task_call_id"}}   # subagent: only when tagged
 
+(``"debug": true`` is added on the debug group's messages.)
+
 Streamed deltas are batched: they wait up to ``SAGENTS["DELTA_WINDOW_MS"]`` and go out
 as one ``llm_deltas`` event, never one send per token; any other event first flushes
 the deltas waiting before it, so frames keep the order things happened in. Sends are
@@ -76,7 +78,11 @@ async def publish(
     cid = str(conversation_id)
     seq = await layer.next_seq(f"debug:{cid}" if debug else cid)
     group = groups.debug_group(cid) if debug else groups.conversation_group(cid)
-    await layer.group_send(group, event_message(cid, event, data, seq, subagent))
+    message = event_message(cid, event, data, seq, subagent)
+    if debug:
+        # A consumer in both groups must tell the two sequences apart.
+        message["debug"] = True
+    await layer.group_send(group, message)
     return seq
 
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 import fnmatch
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import wraps
-from typing import Any, Literal, TypeVar
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
@@ -68,7 +68,8 @@ WAITS_FOR_DECISIONS = (
     "with them first"
 )
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +82,17 @@ class Submission:
     message_ids: list[str] = field(default_factory=list)
 
 
-def _async(sync: _F) -> _F:
+def _async(
+    sync: Callable[Concatenate[AgentServer, _P], _R],
+) -> Callable[Concatenate[AgentServer, _P], Coroutine[Any, Any, _R]]:
     """The ``a`` form of a verb: the sync one in a thread (database work)."""
 
     @wraps(sync)
-    async def verb(self: AgentServer, *args: Any, **kwargs: Any) -> Any:
+    async def verb(self: AgentServer, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         return await sync_to_async(sync)(self, *args, **kwargs)
 
     verb.__doc__ = f"``{sync.__name__}`` for async code."
-    return verb  # type: ignore[return-value]
+    return verb
 
 
 class AgentServer:
@@ -486,9 +489,11 @@ class AgentServer:
     async def aunsubscribe(
         self, scope: Scope, conversation_id: Any, channel_name: str
     ) -> None:
+        """Stop sending the conversation's events to ``channel_name``; the last
+        viewer leaving an idle conversation publishes ``agent_shutdown``."""
         pk = await self._arequire(scope, conversation_id)
         await layer.group_discard(groups.conversation_group(pk), channel_name)
-        await viewers.aremove(str(pk), channel_name)
+        await viewers.release(str(pk), channel_name)
 
     async def asubscribe_debug(
         self, scope: Scope, conversation_id: Any, channel_name: str
