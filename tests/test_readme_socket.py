@@ -24,6 +24,7 @@ import pytest
 import websockets
 
 REPO = Path(__file__).resolve().parents[1]
+APP = "project.asgi:application"
 
 SETUP = """
 import json
@@ -101,8 +102,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     port = free_port()
     log = (folder / "daphne.log").open("wb")
     daphne = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
-        + ["project.asgi:application"],
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), APP],
         cwd=REPO,
         env=env,
         stdout=log,
