@@ -315,3 +315,10 @@ async def release(conversation_id: str, channel_name: str) -> bool:
         },
     )
     return True
+
+
+async def aclose() -> None:
+    """Close this loop's Redis connections (a loop about to end: a test's)."""
+    loop = asyncio.get_running_loop()
+    for key in [k for k in _async_clients if k[0] is loop]:
+        await _async_clients.pop(key).aclose()
