@@ -16,8 +16,14 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+try:
+    from channels.db import database_sync_to_async
+    from channels.generic.websocket import AsyncJsonWebsocketConsumer
+except ImportError as exc:  # the socket is part of the "channels" extra
+    raise ImportError(
+        "sagents_django.consumers needs Channels: "
+        "pip install 'sagents-django[channels]'"
+    ) from exc
 
 from sagents_django import protocol, services
 from sagents_django.core import SagentsError

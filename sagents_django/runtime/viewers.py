@@ -131,7 +131,10 @@ def _both(*parts: Ops) -> Ops:
 def _run(url: str, ops: Ops) -> list[Any]:
     client = _sync_clients.get(url)
     if client is None:
-        import redis
+        try:
+            import redis
+        except ImportError as exc:  # a Redis layer without redis-py: broken install
+            raise RuntimeError("The Redis channel layer needs redis-py") from exc
 
         client = _sync_clients.setdefault(url, redis.Redis.from_url(url))
     # A transaction: a removal and the count after it are one atomic step, so of two
@@ -145,7 +148,10 @@ async def _arun(url: str, ops: Ops) -> list[Any]:
     loop = asyncio.get_running_loop()
     client = _async_clients.get((loop, url))
     if client is None:
-        import redis.asyncio as aredis
+        try:
+            import redis.asyncio as aredis
+        except ImportError as exc:
+            raise RuntimeError("The Redis channel layer needs redis-py") from exc
 
         for stale in [k for k in _async_clients if k[0].is_closed()]:
             _async_clients.pop(stale, None)
