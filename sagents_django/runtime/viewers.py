@@ -43,7 +43,6 @@ _memory: dict[str, dict[str, float]] = {}
 _activity: dict[str, float] = {}
 _lock = threading.Lock()
 _sync_clients: dict[str, Any] = {}
-_async_clients: dict[tuple[asyncio.AbstractEventLoop, str], Any] = {}
 
 Ops = Callable[[Any], None]
 
@@ -145,20 +144,10 @@ def _run(url: str, ops: Ops) -> list[Any]:
 
 
 async def _arun(url: str, ops: Ops) -> list[Any]:
-    loop = asyncio.get_running_loop()
-    client = _async_clients.get((loop, url))
-    if client is None:
-        try:
-            import redis.asyncio as aredis
-        except ImportError as exc:
-            raise RuntimeError("The Redis channel layer needs redis-py") from exc
-
-        for stale in [k for k in _async_clients if k[0].is_closed()]:
-            _async_clients.pop(stale, None)
-        client = _async_clients[(loop, url)] = aredis.Redis.from_url(url)
-    async with client.pipeline(transaction=True) as pipe:
-        ops(pipe)
-        return list(await pipe.execute())
+    # The sync client in a thread: its pool belongs to no event loop, so sockets on
+    # short-lived loops (a request's, a test's) never leave connections behind, and
+    # these calls are rare (subscribe, unsubscribe, a renewal every 20 s).
+    return await asyncio.to_thread(_run, url, ops)
 
 
 def _when(value: Any) -> datetime | None:
@@ -307,24 +296,23 @@ async def release(conversation_id: str, channel_name: str) -> bool:
     )
     if await running.aexists():
         return False
+    from . import loop
     from .publisher import publish
 
     last = await alast_activity(conversation_id)
-    await publish(
-        conversation_id,
-        "agent_shutdown",
-        {
-            "agent_id": f"conversation-{conversation_id}",
-            "reason": "no_viewers",
-            "last_activity_at": last.isoformat() if last is not None else None,
-            "shutdown_at": datetime.now(tz=UTC).isoformat(),
-        },
+    # Published from the runtime loop, like every other event: the sequence
+    # counter's Redis connections live there, not on a socket's loop.
+    sent = loop.submit(
+        publish(
+            conversation_id,
+            "agent_shutdown",
+            {
+                "agent_id": f"conversation-{conversation_id}",
+                "reason": "no_viewers",
+                "last_activity_at": last.isoformat() if last is not None else None,
+                "shutdown_at": datetime.now(tz=UTC).isoformat(),
+            },
+        )
     )
+    await asyncio.wrap_future(sent)
     return True
-
-
-async def aclose() -> None:
-    """Close this loop's Redis connections (a loop about to end: a test's)."""
-    loop = asyncio.get_running_loop()
-    for key in [k for k in _async_clients if k[0] is loop]:
-        await _async_clients.pop(key).aclose()

@@ -44,7 +44,6 @@ async def redis_layer(settings: Any) -> AsyncIterator[str]:
     }
     cid = str(uuid.uuid4())
     yield cid
-    await viewers.aclose()
     import redis
 
     client = redis.Redis.from_url(REDIS_URL)
