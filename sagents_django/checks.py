@@ -9,7 +9,7 @@ fails ``manage.py check`` instead of every turn:
 - E006 SCOPE is not a dotted path, E007 it cannot be imported, E008 it does not
   name a scope class (one with ``from_request``)
 - E010 FACTORY, E011 DOUBLE_TEXT, E012 MAX_QUEUED_ROUNDS, E013 INACTIVITY_TIMEOUT,
-  E014 DELTA_WINDOW_MS: a value of the wrong type or outside its closed set
+  E014 DELTA_WINDOW_MS, E016 DATABASE_THREADS: a value of the wrong type or outside its closed set
 - E015 FACTORY cannot be imported or is not callable
 - W001 a key this version does not know (a typo, usually)
 - E100 the scope class cannot resolve the conversation model's owner
@@ -37,6 +37,7 @@ IDS = {
     "MAX_QUEUED_ROUNDS": "sagents_django.E012",
     "INACTIVITY_TIMEOUT": "sagents_django.E013",
     "DELTA_WINDOW_MS": "sagents_django.E014",
+    "DATABASE_THREADS": "sagents_django.E016",
 }
 """The check id of each key's type check."""
 
@@ -55,6 +56,8 @@ HINTS = {
     "MAX_QUEUED_ROUNDS": "Give a number of turns, e.g. 10.",
     "INACTIVITY_TIMEOUT": "Give seconds, e.g. 300, or None to never time out.",
     "DELTA_WINDOW_MS": "Give milliseconds, e.g. 20.",
+    "DATABASE_THREADS": "Give a number of threads, e.g. 8, or None to choose by "
+    "database.",
 }
 
 

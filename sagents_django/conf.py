@@ -50,6 +50,10 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         "INACTIVITY_TIMEOUT": 300,
         # Streamed deltas are batched over this many milliseconds per event.
         "DELTA_WINDOW_MS": 20,
+        # Threads (each with its own database connection) that run the database
+        # work of a process's turns; None: 1 on SQLite (one writer at a time), 8 on
+        # other databases.
+        "DATABASE_THREADS": None,
     }
 )
 
@@ -145,6 +149,7 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "MAX_QUEUED_ROUNDS": _positive_int("rounds"),
         "INACTIVITY_TIMEOUT": _positive_int("seconds", allow_none=True),
         "DELTA_WINDOW_MS": _positive_int("milliseconds"),
+        "DATABASE_THREADS": _positive_int("threads", allow_none=True),
     }
 )
 """Every key's type check; whether SCOPE imports is checked by ``checks.py``."""
@@ -240,6 +245,10 @@ class SagentsSettings:
     @property
     def DELTA_WINDOW_MS(self) -> int:
         return cast(int, valid("DELTA_WINDOW_MS"))
+
+    @property
+    def DATABASE_THREADS(self) -> int | None:
+        return cast("int | None", valid("DATABASE_THREADS"))
 
 
 sagents_settings = SagentsSettings()

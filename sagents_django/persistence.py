@@ -337,6 +337,9 @@ def display_callbacks(
     context: PersistenceContext,
     *,
     announce: Announce = _no_announce,
+    run_sync: Callable[[Callable[..., Any]], Callable[..., Awaitable[Any]]] = (
+        sync_to_async
+    ),
 ) -> dict[str, Any]:
     """Agent callbacks that save each message and tool status as a turn goes.
 
@@ -344,10 +347,11 @@ def display_callbacks(
     on the turn's event loop, so the (synchronous) persistence is reached through
     ``sync_to_async``; a failed write is logged and recorded by the persistence, and
     the turn goes on. ``announce`` hears of every row written (the runtime
-    publishes them).
+    publishes them). ``run_sync`` takes the writes off the loop (the runtime's
+    passes its database threads).
     """
-    save_rows = sync_to_async(persistence.save_message)
-    set_status = sync_to_async(persistence.update_tool_status)
+    save_rows = run_sync(persistence.save_message)
+    set_status = run_sync(persistence.update_tool_status)
 
     async def save(scope: Any, message: Message, context: PersistenceContext) -> None:
         rows = await save_rows(scope, message, context)
@@ -390,7 +394,7 @@ def display_callbacks(
         }
         await status(scope, "failed", info, context)
 
-    set_title = sync_to_async(services.set_generated_title)
+    set_title = run_sync(services.set_generated_title)
 
     async def on_event(_execution: Any, name: str, data: dict[str, Any]) -> None:
         # A generated title names the conversation row too (the list, the admin), not
@@ -403,7 +407,7 @@ def display_callbacks(
             await set_title(scope, context.conversation_id, data.get("title"))
         except Exception as exc:
             logger.exception("Could not store the generated title")
-            await sync_to_async(record_failure)(
+            await run_sync(record_failure)(
                 scope, context, exc, kind="display", operation="set_title"
             )
 

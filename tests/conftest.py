@@ -104,3 +104,24 @@ def _check_database_url() -> None:
             f"{config.get('PORT')}/{config.get('NAME')}) but it cannot be reached: "
             f"{exc}. Start it (.ci/run does) or unset DATABASE_URL to use SQLite."
         ) from exc
+
+
+@pytest.fixture(scope="session", autouse=True)
+def database_threads(django_db_setup: Any, django_db_blocker: Any) -> Any:
+    """Before the test database is dropped (PostgreSQL refuses to drop a database
+    in use): close the runtime's database threads' connections, and end those of
+    threads Django does not manage (a file backend called from asyncio's
+    executor keeps one per thread)."""
+    yield
+    from django.db import connection
+
+    from sagents_django.runtime.database import close_connections
+
+    close_connections()
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )

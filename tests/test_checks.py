@@ -62,6 +62,8 @@ BAD_VALUES = [
     ("INACTIVITY_TIMEOUT", 1.5, "sagents_django.E013"),
     ("DELTA_WINDOW_MS", 0, "sagents_django.E014"),
     ("DELTA_WINDOW_MS", None, "sagents_django.E014"),
+    ("DATABASE_THREADS", 0, "sagents_django.E016"),
+    ("DATABASE_THREADS", "8", "sagents_django.E016"),
 ]
 
 
@@ -126,6 +128,7 @@ GOOD = {
     "MAX_QUEUED_ROUNDS": 3,
     "INACTIVITY_TIMEOUT": None,
     "DELTA_WINDOW_MS": 5,
+    "DATABASE_THREADS": 4,
 }
 
 

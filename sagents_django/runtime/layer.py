@@ -55,15 +55,23 @@ def is_in_memory(layer: Any) -> bool:
     return isinstance(layer, InMemoryChannelLayer)
 
 
-def redis_url(layer: Any) -> str | None:
-    """The first Redis host of a channels_redis layer, as a URL (None otherwise)."""
-    hosts = getattr(layer, "hosts", None)
-    if not hosts:
+def redis_url() -> str | None:
+    """The first Redis host of the default layer when it is a channels_redis one
+    (``RedisChannelLayer`` or ``RedisPubSubChannelLayer``), as a URL; else None.
+
+    Read from the ``CHANNEL_LAYERS`` setting, which both layers take the same way
+    (channels_redis' default host when none is given)."""
+    from django.conf import settings
+
+    config = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {})
+    if not str(config.get("BACKEND", "")).startswith("channels_redis."):
         return None
+    hosts = (config.get("CONFIG") or {}).get("hosts") or [("localhost", 6379)]
     host = hosts[0]
     if isinstance(host, dict):
-        address = host.get("address")
-        return address if isinstance(address, str) else None
+        host = host.get("address")
+    if isinstance(host, list | tuple) and len(host) == 2:
+        return f"redis://{host[0]}:{host[1]}"
     return host if isinstance(host, str) else None
 
 
@@ -122,7 +130,7 @@ async def group_send(group: str, message: dict[str, Any]) -> None:
 async def next_seq(conversation_id: str) -> int:
     """The next sequence number of ``conversation_id``'s events."""
     layer = get_layer()
-    url = redis_url(layer) if layer is not None else None
+    url = redis_url() if layer is not None else None
     if url is None:
         with _lock:
             return next(_counters[conversation_id])

@@ -9,9 +9,10 @@ event becomes one channel-layer message::
 
 (``"debug": true`` is added on the debug group's messages.)
 
-Streamed deltas are batched: they wait up to ``SAGENTS["DELTA_WINDOW_MS"]`` and go out
-as one ``llm_deltas`` event, never one send per token; any other event first flushes
-the deltas waiting before it, so frames keep the order things happened in. Sends are
+Streamed deltas are throttled, never one send per token: at most one ``llm_deltas``
+event per ``SAGENTS["DELTA_WINDOW_MS"]``. The first delta after a quiet window goes at
+once (the first token is not held back), the ones that follow within the window go
+together at its end, and any other event first flushes the deltas waiting before it, so frames keep the order things happened in. Sends are
 serialized per publisher, so ``seq`` order is send order.
 
 ``publish()`` (module level) is the one-off form for code outside a turn (a web
@@ -106,8 +107,10 @@ class Publisher:
         self.window = window
         self.sent = 0
         """Events sent (deltas batches count once)."""
-        self._deltas: list[dict[str, Any]] = []
-        self._delta_tag: dict[str, Any] | None = None
+        self._batches: list[tuple[dict[str, Any] | None, list[dict[str, Any]]]] = []
+        """Deltas waiting, by sub-agent tag, in arrival order."""
+        self._last_deltas = float("-inf")
+        """Loop time of the last ``llm_deltas`` sent."""
         self._flusher: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
 
@@ -135,36 +138,47 @@ class Publisher:
     def add_deltas(
         self, deltas: list[dict[str, Any]], *, subagent: dict[str, Any] | None = None
     ) -> None:
-        """Buffer deltas; they go out together after the window (or before the next
-        other event). Deltas of another sub-agent flush the buffer first."""
+        """Buffer deltas. At most one ``llm_deltas`` goes out per window: the first
+        delta after a quiet window goes at once (no wait before the first token),
+        later ones together at the window's end (or before the next other event).
+        Deltas of another sub-agent start a batch of their own."""
         if not deltas:
             return
-        if self._deltas and subagent != self._delta_tag:
-            self._schedule(0)
-        self._deltas.extend(deltas)
-        self._delta_tag = subagent
-        self._schedule(self.window)
+        if self._batches and self._batches[-1][0] == subagent:
+            self._batches[-1][1].extend(deltas)
+        else:
+            self._batches.append((subagent, list(deltas)))
+        now = asyncio.get_running_loop().time()
+        self._schedule(max(0.0, self._last_deltas + self.window - now))
 
     def _schedule(self, delay: float) -> None:
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.ensure_future(self._flush_after(delay))
 
     async def _flush_after(self, delay: float) -> None:
-        if delay:
-            await asyncio.sleep(delay)
-        async with self._lock:
-            await self._flush_locked()
+        loop = asyncio.get_running_loop()
+        while True:
+            if delay:
+                await asyncio.sleep(delay)
+            async with self._lock:
+                await self._flush_locked()
+            if not self._batches:
+                return
+            # Deltas that came while the last batch was being sent.
+            delay = max(0.0, self._last_deltas + self.window - loop.time())
 
     async def flush(self) -> None:
         async with self._lock:
             await self._flush_locked()
 
     async def _flush_locked(self) -> None:
-        if not self._deltas:
-            return
-        deltas, tag = self._deltas, self._delta_tag
-        self._deltas, self._delta_tag = [], None
-        await self._send("llm_deltas", {"deltas": merge_deltas(deltas)}, subagent=tag)
+        batches, self._batches = self._batches, []
+        for tag, deltas in batches:
+            await self._send(
+                "llm_deltas", {"deltas": merge_deltas(deltas)}, subagent=tag
+            )
+        if batches:
+            self._last_deltas = asyncio.get_running_loop().time()
 
     async def _send(
         self,

@@ -27,7 +27,7 @@ from datetime import datetime
 from functools import wraps
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.db import transaction
 from django.utils import timezone
 
@@ -49,6 +49,7 @@ from sagents_django.services.conversations import conversation_pk, owned_convers
 from sagents_django.services.validation import message_text
 
 from . import control, groups, layer, viewers
+from .database import db
 from .events_out import after_commit, signal_after_commit
 from .executors import get_executor
 from .publisher import display_message_json, publish
@@ -85,11 +86,11 @@ class Submission:
 def _async(
     sync: Callable[Concatenate[AgentServer, _P], _R],
 ) -> Callable[Concatenate[AgentServer, _P], Coroutine[Any, Any, _R]]:
-    """The ``a`` form of a verb: the sync one in a thread (database work)."""
+    """The ``a`` form of a verb: the sync one on the runtime's database threads."""
 
     @wraps(sync)
     async def verb(self: AgentServer, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        return await sync_to_async(sync)(self, *args, **kwargs)
+        return await db(sync)(self, *args, **kwargs)
 
     verb.__doc__ = f"``{sync.__name__}`` for async code."
     return verb
@@ -509,7 +510,7 @@ class AgentServer:
 
     async def _arequire(self, scope: Scope, conversation_id: Any) -> Any:
         pk = conversation_pk(conversation_id)
-        await sync_to_async(_require)(scope, pk)
+        await db(_require)(scope, pk)
         return pk
 
     def subscribe(self, scope: Scope, conversation_id: Any, channel_name: str) -> None:

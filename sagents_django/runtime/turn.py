@@ -31,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils.module_loading import import_string
 
@@ -71,6 +70,7 @@ from sagents_django.persistence import (
 from sagents_django.scope import Scope, scope_class
 
 from . import control, events_out, runs
+from .database import db
 from .publisher import Publisher, display_message_json
 
 logger = logging.getLogger(__name__)
@@ -102,8 +102,6 @@ def worker_name() -> str:
 
 
 _TOKEN = uuid.uuid4().hex[:8]
-
-db = sync_to_async
 
 
 async def signal(name: str, **kwargs: Any) -> None:
@@ -356,7 +354,7 @@ class Turn:
                 )
 
         saving = display_callbacks(
-            self.display, self.scope, self.context(), announce=announce
+            self.display, self.scope, self.context(), announce=announce, run_sync=db
         )
         on_event_save = saving.pop("on_agent_event")
 

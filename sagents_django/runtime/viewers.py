@@ -52,7 +52,7 @@ def _url() -> str | None:
     channel_layer = layer.get_layer()
     if channel_layer is None or layer.is_in_memory(channel_layer):
         return None
-    return layer.redis_url(channel_layer)
+    return layer.redis_url()
 
 
 def _live(entries: dict[str, float], now: float) -> dict[str, float]:

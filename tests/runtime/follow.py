@@ -9,7 +9,6 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
-from django.db import connections
 
 from sagents_django import services
 from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
@@ -50,9 +49,6 @@ async def site(request: Any, settings: Any) -> Any:
     # flush of the test database.
     assert await asyncio.to_thread(wait_inline, 30)
     assert await no_active_runs(30), "a turn was still running after the test"
-    # The thread database calls from async code run in keeps its connection open,
-    # which would stop the test database (PostgreSQL) from being dropped.
-    await sync_to_async(connections.close_all)()
 
 
 async def no_active_runs(timeout: float) -> bool:

@@ -51,7 +51,9 @@ def names() -> list[str]:
 
 def redis_layer() -> dict[str, Any]:
     return {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": os.environ.get(
+            "CHANNEL_LAYER_BACKEND", "channels_redis.pubsub.RedisPubSubChannelLayer"
+        ),
         "CONFIG": {"hosts": [REDIS_URL], "prefix": PREFIX},
     }
 

@@ -1,0 +1,88 @@
+"""The runtime's database work, on threads of its own.
+
+``sync_to_async``'s default (thread-sensitive) sends every call of a process to one
+thread. A worker running many turns at once then queues every turn's writes on that
+one thread and connection: with 20 turns streaming, a new turn waited seconds for
+its first write (bench/stream_latency.py). The runtime's database calls are
+self-contained (each opens and commits its own transactions), so any thread may run
+them: a pool of ``SAGENTS["DATABASE_THREADS"]`` threads, each with its own
+connection. On SQLite (one writer at a time, and the test suite's in-memory
+database refuses a second connection's concurrent writes) the default stays the one
+thread-sensitive thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import ParamSpec, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.db import connections
+
+from sagents_django.conf import sagents_settings
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+DEFAULT_THREADS = 8
+"""Threads on a database that takes concurrent writers (PostgreSQL, MySQL...)."""
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+"""This process's pools by size (a changed setting makes another one)."""
+_pid = os.getpid()
+_lock = threading.Lock()
+
+
+def threads() -> int:
+    """How many threads run the runtime's database work in this process."""
+    configured = sagents_settings.DATABASE_THREADS
+    if configured is not None:
+        return configured
+    return 1 if connections["default"].vendor == "sqlite" else DEFAULT_THREADS
+
+
+def _executor() -> ThreadPoolExecutor | None:
+    """The pool (None: the thread-sensitive default)."""
+    global _pid
+    size = threads()
+    if size == 1:
+        return None
+    with _lock:
+        if _pid != os.getpid():  # a forked child starts its own threads
+            _pools.clear()
+            _pid = os.getpid()
+        pool = _pools.get(size)
+        if pool is None:
+            pool = _pools[size] = ThreadPoolExecutor(
+                size, thread_name_prefix="sagents-db"
+            )
+        return pool
+
+
+def db(function: Callable[_P, _R]) -> Callable[_P, Awaitable[_R]]:
+    """``function`` (synchronous, self-contained database work) for async code."""
+    executor = _executor()
+    if executor is None:
+        return sync_to_async(function)
+    return sync_to_async(function, thread_sensitive=False, executor=executor)
+
+
+def close_connections() -> None:
+    """Close the connection of every pool thread (a worker shutting down; a test
+    suite about to drop its database)."""
+    with _lock:
+        pools = dict(_pools) if _pid == os.getpid() else {}
+    for size, pool in pools.items():
+        # Each task holds its thread until all have started, so each thread
+        # takes one.
+        barrier = threading.Barrier(size)
+
+        def close(barrier: threading.Barrier = barrier) -> None:
+            barrier.wait(10)
+            connections.close_all()
+
+        for future in [pool.submit(close) for _ in range(size)]:
+            future.result(15)
