@@ -21,8 +21,12 @@ chunk's latency. Clients and provider share this process's clock. Printed:
   ``send`` frame written → the first ``llm_deltas`` frame received, less (first
   chunk written - request received) at the provider. Measured alone (N = 1, one
   turn at a time) and under each N;
-- beside them, in the same run: channels-redis ``group_send`` → ``receive`` on the
+- beside them, in the same run: the layer's own ``group_send`` → ``receive`` on the
   same Redis, awaited in a running loop, the floor of the layer hop.
+
+Each figure is measured on both channels-redis layers (``--layers``), each with a
+worker and a daphne of its own, one after the other in the same run: the Pub/Sub
+layer (the project's default) and the list-based ``RedisChannelLayer``.
 
 An idle conversation holds no process and no memory: between turns nothing runs
 for it (no process, task or socket per conversation; its rows are all there is),
@@ -341,20 +345,30 @@ def percentile(values: list[float], p: float) -> float:
     return values[k]
 
 
-async def layer_floor(samples: int) -> tuple[float, float]:
-    """channels-redis group_send → receive, awaited in a running loop."""
-    from channels_redis.core import RedisChannelLayer
+LAYERS = {
+    "pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
+    "core": "channels_redis.core.RedisChannelLayer",
+}
 
-    layer = RedisChannelLayer(hosts=[REDIS_URL], prefix=PREFIX + "-floor")
+
+async def layer_floor(backend: str, samples: int) -> tuple[float, float]:
+    """channels-redis group_send → receive, awaited in a running loop."""
+    from django.utils.module_loading import import_string
+
+    layer = import_string(backend)(hosts=[REDIS_URL], prefix=PREFIX + "-floor")
     channel = await layer.new_channel()
     await layer.group_add("floor", channel)
+    receiving = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0.05)  # the Pub/Sub layer subscribes on first receive
+    await layer.group_send("floor", {"type": "x"})
+    await receiving
     times = []
     for _ in range(samples):
         start = time.perf_counter()
         await layer.group_send("floor", {"type": "x", "data": "y" * 200})
         await layer.receive(channel)
         times.append(time.perf_counter() - start)
-    await layer.flush()
+    await layer.group_discard("floor", channel)
     times.sort()
     return percentile(times, 50), percentile(times, 99)
 
@@ -381,13 +395,26 @@ async def main(args: argparse.Namespace) -> None:
     django.setup()
     from asgiref.sync import sync_to_async
 
-    logs = Path(f"/tmp/sagents-bench-{SESSION}")
+    cookie = await sync_to_async(make_user)()
+    for name in args.layers:
+        await measure(args, name, {**env, "CHANNEL_LAYER_BACKEND": LAYERS[name]},
+                      provider, cookie)  # fmt: skip
+
+
+async def measure(
+    args: argparse.Namespace,
+    name: str,
+    env: dict[str, str],
+    provider: Provider,
+    cookie: str,
+) -> None:
+    """Every figure on one channel layer: its own worker and daphne."""
+    logs = Path(f"/tmp/sagents-bench-{SESSION}-{name}")
     logs.mkdir()
     port = 8700 + os.getpid() % 200
-    biggest = max(args.n)
     worker = start(
         [sys.executable, "-m", "celery", "-A", "project", "worker", "--pool",
-         "threads", "--concurrency", str(biggest + 10), "--queues", QUEUE,
+         "threads", "--concurrency", str(max(args.n) + 10), "--queues", QUEUE,
          "--hostname", f"{QUEUE}@%h", "--loglevel", "info", "--without-gossip",
          "--without-mingle", "--without-heartbeat"],
         env, " ready.", logs / "worker.log",
@@ -397,38 +424,41 @@ async def main(args: argparse.Namespace) -> None:
          "project.asgi:application"],
         env, "Listening on", logs / "daphne.log",
     )  # fmt: skip
+    pids = worker.pid, daphne.pid
     try:
-        cookie = await sync_to_async(make_user)()
         idle = (rss_mb(worker.pid), rss_mb(daphne.pid))
-        floor = [await layer_floor(args.floor) for _ in range(3)]
+        floor = [await layer_floor(LAYERS[name], args.floor) for _ in range(3)]
         # Warm-up: the worker's first turn imports and connects.
-        await one_round(1, port, cookie, provider, worker.pid, daphne.pid)
+        await one_round(1, port, cookie, provider, *pids)
         alone = [
-            await one_round(1, port, cookie, provider, worker.pid, daphne.pid)
-            for _ in range(args.alone)
+            await one_round(1, port, cookie, provider, *pids) for _ in range(args.alone)
         ]
         spy = None
         if args.profile:  # py-spy (pip install py-spy) samples the worker
             spy = subprocess.Popen(
                 ["py-spy", "record", "-p", str(worker.pid), "-r", "200", "-f", "raw",
-                 "-o", args.profile, "--nonblocking"],
+                 "-o", f"{args.profile}.{name}", "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         rows = []
         for n in args.n:
             rounds = [
-                await one_round(n, port, cookie, provider, worker.pid, daphne.pid)
+                await one_round(n, port, cookie, provider, *pids)
                 for _ in range(args.rounds)
             ]
             rows.append((n, rounds))
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
-        report(args, floor, alone, rows, idle, (rss_mb(worker.pid), rss_mb(daphne.pid)))
+        after = (rss_mb(worker.pid), rss_mb(daphne.pid))
+        report(args, name, floor, alone, rows, idle, after)
     finally:
         for process in (daphne, worker):
             process.terminate()
-            process.wait(30)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 def med(rounds: list[dict[str, Any]], key: str) -> float:
@@ -437,6 +467,7 @@ def med(rounds: list[dict[str, Any]], key: str) -> float:
 
 def report(
     args: argparse.Namespace,
+    layer: str,
     floor: list[tuple[float, float]],
     alone: list[dict[str, Any]],
     rows: list[tuple[int, list[dict[str, Any]]]],
@@ -444,13 +475,14 @@ def report(
     after: tuple[float, float],
 ) -> None:
     ms = 1000
+    print(f"\n## {LAYERS[layer]}")
     print(
         f"\nProvider: {args.chunks} chunks per reply, one every {args.interval} ms; "
         f"{args.rounds} rounds per N (median of rounds)."
     )
     f50 = statistics.median(f[0] for f in floor) * ms
     f99 = statistics.median(f[1] for f in floor) * ms
-    print(f"channels-redis group_send -> receive: p50 {f50:.2f} ms, p99 {f99:.2f} ms")
+    print(f"this layer's group_send -> receive: p50 {f50:.2f} ms, p99 {f99:.2f} ms")
     s50 = statistics.median(r["submit_p50"] for r in alone) * ms
     s99 = max(r["submit_p50"] for r in alone) * ms
     print(
@@ -486,6 +518,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--chunks", type=int, default=50)
     parser.add_argument("--interval", type=float, default=20.0, help="ms")
     parser.add_argument("--floor", type=int, default=200)
+    parser.add_argument(
+        "--layers", nargs="+", choices=sorted(LAYERS), default=["pubsub", "core"]
+    )
     parser.add_argument(
         "--profile", metavar="FILE", help="py-spy's collapsed stacks of the worker"
     )
