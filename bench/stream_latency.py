@@ -232,6 +232,7 @@ class Follow:
     delta_frames: int = 0
     latencies: list[float] = field(default_factory=list)
     request: int = 0
+    finished: float = 0.0
     done: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -250,6 +251,7 @@ async def reader(follow: Follow, provider: Provider) -> None:
                     follow.request = int(r)
                     follow.latencies.append(now - provider.sent[(int(r), int(i))])
         elif frame["event"] == "run_finished":
+            follow.finished = now
             follow.done.set()
 
 
@@ -336,6 +338,28 @@ async def one_round(
         "worker_mb": rss_mb(worker),
         "daphne_mb": rss_mb(daphne),
     }
+
+
+async def cancel_latency(
+    port: int, cookie: str, provider: Provider, worker: int, daphne: int
+) -> float:
+    """A ``cancel`` frame written mid-stream → the ``run_finished`` frame received
+    (the cancel crosses daphne → Redis → the worker's control channel)."""
+    [follow] = await open_follows(1, port, cookie)
+    reading = asyncio.ensure_future(reader(follow, provider))
+    follow.submitted = time.perf_counter()
+    message = {"action": "send", "conversation": follow.conversation, "text": "go"}
+    await follow.socket.send(json.dumps(message))
+    while follow.delta_frames < 5:
+        await asyncio.sleep(0.005)
+    asked = time.perf_counter()
+    cancel = {"action": "cancel", "conversation": follow.conversation}
+    await follow.socket.send(json.dumps(cancel))
+    async with asyncio.timeout(30):
+        await follow.done.wait()
+    await follow.socket.close()
+    reading.cancel()
+    return follow.finished - asked
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -433,6 +457,9 @@ async def measure(
         alone = [
             await one_round(1, port, cookie, provider, *pids) for _ in range(args.alone)
         ]
+        cancels = sorted(
+            [await cancel_latency(port, cookie, provider, *pids) for _ in range(5)]
+        )
         spy = None
         if args.profile:  # py-spy (pip install py-spy) samples the worker
             spy = subprocess.Popen(
@@ -452,6 +479,11 @@ async def measure(
             spy.wait(30)
         after = (rss_mb(worker.pid), rss_mb(daphne.pid))
         report(args, name, floor, alone, rows, idle, after)
+        print(
+            f"cancel frame -> run_finished frame, mid-stream ({len(cancels)} turns): "
+            f"median {statistics.median(cancels) * 1000:.1f} ms, "
+            f"worst {cancels[-1] * 1000:.1f} ms"
+        )
     finally:
         for process in (daphne, worker):
             process.terminate()
