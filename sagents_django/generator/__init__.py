@@ -98,8 +98,12 @@ def settings_lines(options: SetupOptions) -> list[str]:
             "# Before the first migrate: sagents_django's tables refer to this model.",
             f"SAGENTS_DJANGO_CONVERSATION_MODEL = {_quote(options.conversation_model)}",
         ]
+    # The runtime builds the agent through this setting on every turn, in any
+    # process (a Celery worker has no other way to find it).
+    keys = f'"FACTORY": {_quote(options.factory + ".build_agent")}'
     if options.scope != DEFAULT_SCOPE:
-        lines.append(f'SAGENTS = {{..., "SCOPE": {_quote(options.scope)}}}')
+        keys += f', "SCOPE": {_quote(options.scope)}'
+    lines.append(f"SAGENTS = {{..., {keys}}}")
     return lines
 
 
@@ -217,52 +221,23 @@ def _context(options: SetupOptions) -> dict[str, Any]:
             options.coordinator,
             stdlib=[
                 ("asyncio", ["CancelledError"]),
-                ("logging", ["getLogger"]),
-                ("collections.abc", ["Callable", "Coroutine"]),
-                ("dataclasses", ["dataclass", "field", "replace"]),
+                ("dataclasses", ["dataclass", "field"]),
                 ("typing", ["TYPE_CHECKING", "Any"]),
             ],
             third_party=[
-                ("asgiref.sync", ["async_to_sync", "sync_to_async"]),
-                ("django.db", ["transaction"]),
+                ("asgiref.sync", ["sync_to_async"]),
+                ("django.core.exceptions", ["ImproperlyConfigured"]),
             ],
             first_party=[
-                ("sagents_django", ["services"]),
-                (
-                    "sagents_django.core",
-                    [
-                        "Agent",
-                        "AgentResult",
-                        "InvalidResume",
-                        "Message",
-                        "State",
-                        "TokenUsage",
-                    ],
-                ),
-                (
-                    "sagents_django.core.persistence",
-                    ["Lifecycle", "PersistenceContext", "SyntheticMessage"],
-                ),
-                (
-                    "sagents_django.core.serialization",
-                    ["deserialize_server_state", "serialize_server_state"],
-                ),
-                ("sagents_django.exceptions", ["NotFound", "StateConflict"]),
-                (
-                    "sagents_django.persistence",
-                    ["display_callbacks", "record_failure"],
-                ),
-                ("sagents_django.services.validation", ["message_text"]),
+                ("sagents_django.conf", ["sagents_settings"]),
+                ("sagents_django.core", ["AgentResult", "InvalidResume", "State"]),
+                ("sagents_django.core.approvals", ["interrupt_from_dict"]),
+                ("sagents_django.exceptions", ["NotFound"]),
+                ("sagents_django.runtime", ["RunOutcome", "agent_server"]),
                 *scope,
             ],
             host=[
-                (f"{target}.agent_persistence", ["AgentPersistence"]),
                 (f"{target}.conversations", ["get_conversation"]),
-                (
-                    f"{target}.display_message_persistence",
-                    ["DisplayMessagePersistence"],
-                ),
-                (options.factory, ["build_agent"]),
                 *host_scope,
             ],
         ),

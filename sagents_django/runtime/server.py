@@ -48,7 +48,7 @@ from sagents_django.scope import Scope
 from sagents_django.services.conversations import conversation_pk, owned_conversations
 from sagents_django.services.validation import message_text
 
-from . import control, groups, layer, viewers
+from . import control, groups, layer, viewers, waiting
 from .database import db
 from .events_out import after_commit, signal_after_commit
 from .executors import get_executor
@@ -606,6 +606,37 @@ class AgentServer:
             "message_count": len(state.messages),
             "has_interrupt": bool(state.interrupt_data),
         }
+
+    # Waiting ------------------------------------------------------------------------
+    def wait_run(
+        self,
+        scope: Scope,
+        conversation_id: Any,
+        run_id: Any,
+        *,
+        timeout: float = waiting.DEFAULT_TIMEOUT,
+        follow: bool = True,
+    ) -> waiting.RunOutcome:
+        """Block until the run ends (with ``follow``, the runs of messages queued
+        meanwhile too); how it ended. ``RunTimeout`` after ``timeout`` seconds (the
+        run goes on), ``NotFound`` outside the scope. See ``runtime.waiting``."""
+        return waiting.wait_run(
+            scope, conversation_id, run_id, timeout=timeout, follow=follow
+        )
+
+    async def await_run(
+        self,
+        scope: Scope,
+        conversation_id: Any,
+        run_id: Any,
+        *,
+        timeout: float = waiting.DEFAULT_TIMEOUT,
+        follow: bool = True,
+    ) -> waiting.RunOutcome:
+        """``wait_run`` for async code."""
+        return await waiting.await_run(
+            scope, conversation_id, run_id, timeout=timeout, follow=follow
+        )
 
     aadd_message = _async(add_message)
     aexecute = _async(execute)

@@ -302,16 +302,8 @@ class Command(BaseCommand):
         return path
 
     def next_steps(self, setup: SetupOptions) -> str:
-        lines = [""]
-        settings_lines = generator.settings_lines(setup)
-        if settings_lines:
-            lines.append("Add to your settings:")
-            lines += [f"    {line}" for line in settings_lines]
-        else:
-            lines.append(
-                "Settings: nothing to add (conversations are sagents_django's "
-                "Conversation, owned by users)."
-            )
+        lines = ["", "Add to your settings:"]
+        lines += [f"    {line}" for line in generator.settings_lines(setup)]
         lines += [
             "",
             "Add to your root URLconf (with `from django.urls import include, path`):",
