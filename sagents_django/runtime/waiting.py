@@ -99,7 +99,8 @@ def wait_run(
     """Block until ``run_id`` (one of the conversation's runs, as ``scope`` sees
     it) ends; how it ended. ``NotFound`` for a run or conversation outside the
     scope, ``RunTimeout`` after ``timeout`` seconds."""
-    _check_caller()
+    _check_loop()
+    _check_transaction()
     pk, current = _start(scope, conversation_id, run_id)
     deadline = time.monotonic() + timeout
     followed = [current]
@@ -128,7 +129,8 @@ async def await_run(
     follow: bool = True,
 ) -> RunOutcome:
     """``wait_run`` for async code: the loop is free while the run goes on."""
-    await sync_to_async(_check_caller)()
+    _check_loop()
+    await sync_to_async(_check_transaction)()
     pk, current = await sync_to_async(_start)(scope, conversation_id, run_id)
     deadline = time.monotonic() + timeout
     followed = [current]
@@ -149,10 +151,13 @@ async def await_run(
         delay = min(delay * 1.5, MAX_DELAY)
 
 
-def _check_caller() -> None:
+def _check_loop() -> None:
     if loop.on_runtime_loop():
         # The turn waited for may need this very loop: it would never end.
         raise RuntimeError("A run cannot be waited for from the runtime's own loop")
+
+
+def _check_transaction() -> None:
     if transaction.get_connection().in_atomic_block:
         # A run is handed to its executor when the transaction that made it
         # commits, and a transaction may not see the rows others commit meanwhile.

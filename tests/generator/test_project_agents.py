@@ -1,16 +1,17 @@
 """This project's generated agents package at work (user-owned conversations).
 
 The fresh-project test covers the generated code for a team-owned site; here the
-paths it leaves out run in-process against the fake OpenAI server: a turn that
-pauses for approval and is resumed in a new session, a message refused while the
-approval waits, a failing model, and another user's scope. Turns run through
-``run_turn`` (and ``async_to_sync``), so the ORM calls come back to this
-thread and its test transaction.
+paths it leaves out run against the fake OpenAI server: a turn that pauses for
+approval and is resumed in a new session, a message refused while the approval
+waits, a failing model, and another user's scope. Turns run on the runtime's inline
+executor (its own thread), which takes a run once its transaction commits: these
+tests commit for real.
 """
 
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,14 +24,14 @@ from project.agents.coordinator import (
     start_conversation_session,
 )
 from sagents_django import services
-from sagents_django.core import InvalidResume
 from sagents_django.core.testing import ScriptedModel
-from sagents_django.exceptions import NotFound
+from sagents_django.exceptions import Conflict, NotFound
 from sagents_django.models import StoredFile
+from sagents_django.runtime.executors import wait_inline
 from sagents_django.scope import Scope
 from tests.fakes.openai_server import FakeOpenAIServer, fault, reply, tool_call
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
 PLAN = tool_call(
     "write_todos",
@@ -42,10 +43,17 @@ PLAN = tool_call(
 @pytest.fixture
 def fake_model(
     settings: Any, fake_llm: FakeOpenAIServer, title_model: ScriptedModel
-) -> FakeOpenAIServer:
+) -> Iterator[FakeOpenAIServer]:
     """The factory's model is the fake server, through settings as a site sets it."""
-    settings.SAGENTS = {"MODEL": fake_llm.model, "MODEL_PARAMS": fake_llm.model_params}
-    return fake_llm
+    settings.SAGENTS = {
+        "MODEL": fake_llm.model,
+        "MODEL_PARAMS": fake_llm.model_params,
+        "FACTORY": "project.agents.factory.build_agent",
+        "EXECUTOR": "inline",
+    }
+    yield fake_llm
+    # A turn still ending (its last writes) must not meet the database's flush.
+    assert wait_inline(30)
 
 
 @pytest.fixture
@@ -123,7 +131,7 @@ def test_a_message_while_an_approval_waits_is_refused_and_saves_nothing(
     session.run_turn("Plan our offsite")
     before = conversations.load_agent_state(scope, conversation.pk)
 
-    with pytest.raises(InvalidResume, match="waits for decisions"):
+    with pytest.raises(Conflict, match="waits for decisions"):
         session.run_turn("Hello?")
 
     assert conversations.load_agent_state(scope, conversation.pk) == before
@@ -144,7 +152,11 @@ def test_a_failing_model_ends_the_turn_with_its_error_and_keeps_the_message(
     stored = conversations.load_agent_state(scope, conversation.pk)
     assert stored is not None
     assert [m["role"] for m in stored["state"]["messages"]] == ["user"]
-    assert display(scope, conversation) == [("user", "text", "completed")]
+    # The runtime's typed row says what went wrong, under the kept message.
+    assert display(scope, conversation) == [
+        ("user", "text", "completed"),
+        ("system", "error", "completed"),
+    ]
 
 
 def test_another_users_scope_cannot_open_the_session(
@@ -215,7 +227,6 @@ def test_a_generated_title_names_an_untitled_conversation_row(
     assert untitled.title == "Offsite planning"
 
 
-@pytest.mark.django_db(transaction=True)
 def test_the_agents_files_are_stored_in_the_database_for_every_process(
     fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
 ) -> None:

@@ -196,6 +196,9 @@ first = asyncio.run(session.arun_turn("Plan our offsite"))
 reloaded = start_conversation_session(str(conversation.pk), scope=scope)
 reloaded_roles = [m.role for m in reloaded.state.messages]
 second = reloaded.run_turn("Any news?")
+# A turn that pauses for approval: resumed by another process (RESUME).
+factory.INTERRUPT_ON = {"write_file": True}
+paused = reloaded.run_turn("Note the venue")
 
 try:
     start_conversation_session(conversation.pk, scope=red_scope)
@@ -213,6 +216,7 @@ state = conversations.load_agent_state(scope, conversation.pk)["state"]
 print(json.dumps({
     "first": [first.status, first.last_message.text],
     "second": [second.status, second.last_message.text],
+    "paused": [paused.status, paused.interrupt_data["action_requests"][0]["tool_name"]],
     "reloaded_roles": reloaded_roles,
     "stored_roles": [m["role"] for m in state["messages"]],
     "title": state["metadata"].get("conversation_title"),
@@ -227,6 +231,35 @@ print(json.dumps({
     "red_list": len(conversations.list_conversations(red_scope)),
     "no_team_list": len(conversations.list_conversations(no_team)),
     "no_team_created": no_team_created,
+}))
+"""
+
+# Another process, later: the paused turn is approved and finishes.
+RESUME = """\
+import json
+
+import django
+
+django.setup()
+
+from django.contrib.auth import get_user_model
+
+from hostsite.agents import conversations, factory
+from hostsite.agents.coordinator import start_conversation_session
+from hostsite.agents.scope import TeamScope
+
+factory.INTERRUPT_ON = {"write_file": True}
+scope = TeamScope.for_user(get_user_model().objects.get(username="alice"))
+[conversation] = conversations.list_conversations(scope)
+session = start_conversation_session(conversation.pk, scope=scope)
+waiting = session.state.interrupt_data is not None
+done = session.resume([{"type": "approve"}])
+print(json.dumps({
+    "waiting": waiting,
+    "done": [done.status, done.last_message.text],
+    "interrupt": conversations.load_agent_state(scope, conversation.pk)["state"][
+        "interrupt_data"
+    ],
 }))
 """
 
@@ -307,7 +340,8 @@ def test_a_team_owned_site_migrates_and_runs_conversations_through_the_output(
         'INSTALLED_APPS += ["hostsite.agents"]',
         "# Before the first migrate: sagents_django's tables refer to this model.",
         'SAGENTS_DJANGO_CONVERSATION_MODEL = "agents.Conversation"',
-        'SAGENTS = {..., "SCOPE": "hostsite.agents.scope.TeamScope"}',
+        'SAGENTS = {..., "FACTORY": "hostsite.agents.factory.build_agent", '
+        '"SCOPE": "hostsite.agents.scope.TeamScope"}',
     ]
     package = host / "hostsite" / "agents"
     generated = sorted(
@@ -344,6 +378,15 @@ def test_a_team_owned_site_migrates_and_runs_conversations_through_the_output(
             ),
             reply("Planned: book a venue.", chunks=3),
             reply("No news yet."),
+            reply(
+                tool_calls=[
+                    tool_call(
+                        "write_file",
+                        {"file_path": "/venue.md", "content": "Lakeside hall"},
+                    )
+                ]
+            ),
+            reply("Noted the venue."),
         )
         done = run(
             host,
@@ -351,16 +394,33 @@ def test_a_team_owned_site_migrates_and_runs_conversations_through_the_output(
             ["filled.py"],
             FAKE_OPENAI_BASE_URL=server.base_url,
         )
+        write(host / "resume.py", RESUME)
+        resumed = findings(
+            run(
+                host,
+                "hostsite.settings",
+                ["resume.py"],
+                FAKE_OPENAI_BASE_URL=server.base_url,
+            )
+        )
         requests = list(server.requests)
     found = findings(done)
 
     assert found["first"] == ["completed", "Planned: book a venue."]
     assert found["reloaded_roles"] == ["user", "assistant", "tool", "assistant"]
     assert found["second"] == ["completed", "No news yet."]
+    assert found["paused"] == ["interrupted", "write_file"]
+    assert resumed == {
+        "waiting": True,
+        "done": ["completed", "Noted the venue."],
+        "interrupt": None,
+    }
     assert found["stored_roles"] == [
         "user",
         "assistant",
         "tool",
+        "assistant",
+        "user",
         "assistant",
         "user",
         "assistant",
@@ -375,6 +435,8 @@ def test_a_team_owned_site_migrates_and_runs_conversations_through_the_output(
         ["assistant", "text", "completed"],
         ["user", "text", "completed"],
         ["assistant", "text", "completed"],
+        ["user", "text", "completed"],
+        ["assistant", "tool_call", "pending"],  # as the first process left it
     ]
     assert found["conversation_owner"] is True
     assert found["table"] == "sagents_conversations"
@@ -386,7 +448,7 @@ def test_a_team_owned_site_migrates_and_runs_conversations_through_the_output(
     assert found["no_team_created"] == "refused"
     # The second session continued the conversation: its model call carried the
     # whole history restored from the database.
-    assert len(requests) == 3
+    assert len(requests) == 5
     history = [m["role"] for m in requests[2].messages if m["role"] != "system"]
     assert history == ["user", "assistant", "tool", "assistant", "user"]
     assert requests[2].messages[1]["content"] == "Plan our offsite"
