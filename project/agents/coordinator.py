@@ -41,7 +41,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
 from sagents_django.conf import sagents_settings
-from sagents_django.core import AgentResult, InvalidResume, State
+from sagents_django.core import InvalidResume, Message, State
 from sagents_django.core.approvals import interrupt_from_dict
 from sagents_django.exceptions import NotFound
 from sagents_django.runtime import RunOutcome, agent_server
@@ -128,9 +128,9 @@ class Session:
 
     def run_turn(
         self, text: str, *, metadata: dict[str, Any] | None = None
-    ) -> AgentResult:
+    ) -> TurnResult:
         """Send the user's ``text`` and wait for the turn that answers it; an
-        ``AgentResult`` (``status``: completed, interrupted, cancelled or error;
+        ``TurnResult`` (``status``: completed, interrupted, cancelled or error;
         ``last_message``, ``interrupt_data``, ``error``, ``state``).
 
         Refused before anything is written: a bad message (``InvalidInput``), a
@@ -152,7 +152,7 @@ class Session:
 
     async def arun_turn(
         self, text: str, *, metadata: dict[str, Any] | None = None
-    ) -> AgentResult:
+    ) -> TurnResult:
         """``run_turn`` for async code; cancelling the caller's task stops the
         turn."""
         submission = await sync_to_async(agent_server.add_message)(
@@ -165,7 +165,7 @@ class Session:
         assert submission.run_id is not None
         return await self.await_run(submission.run_id, follow=submission.queued)
 
-    def resume(self, decisions: Any) -> AgentResult:
+    def resume(self, decisions: Any) -> TurnResult:
         """Continue a turn that paused for approval, with one decision per action
         request (``{"type": "approve"}``, ``"edit"`` with arguments, ``"reject"``),
         and wait for it. Decisions that cannot fit are refused before anything is
@@ -181,7 +181,7 @@ class Session:
         )
         return self.wait_run(run_id, follow=False)
 
-    async def aresume(self, decisions: Any) -> AgentResult:
+    async def aresume(self, decisions: Any) -> TurnResult:
         """``resume`` for async code."""
         await sync_to_async(self.load)()
         check_decisions(self.state, decisions)
@@ -202,7 +202,7 @@ class Session:
         cancel = sync_to_async(agent_server.cancel)
         return await cancel(self.scope, self.conversation.pk)
 
-    def wait_run(self, run_id: str, *, follow: bool = False) -> AgentResult:
+    def wait_run(self, run_id: str, *, follow: bool = False) -> TurnResult:
         """Wait for the run ``run_id`` of this conversation to end; its result."""
         try:
             outcome = agent_server.wait_run(
@@ -217,7 +217,7 @@ class Session:
             raise
         return self._result(outcome)
 
-    async def await_run(self, run_id: str, *, follow: bool = False) -> AgentResult:
+    async def await_run(self, run_id: str, *, follow: bool = False) -> TurnResult:
         """``wait_run`` for async code; cancelling the caller's task stops the turn."""
         try:
             outcome = await agent_server.await_run(
@@ -232,18 +232,49 @@ class Session:
             raise
         return await sync_to_async(self._result)(outcome)
 
-    def _result(self, outcome: RunOutcome) -> AgentResult:
-        """The run's end as the core's ``AgentResult``, over the state as stored
-        now (what the next turn starts from)."""
+    def _result(self, outcome: RunOutcome) -> TurnResult:
         self.last_run = outcome
         self.load()
-        return AgentResult(
+        return TurnResult(
             status=outcome.status,
+            text=outcome.text,
             state=self.state,
             interrupt_data=outcome.interrupt_data,
             error=outcome.error or None,
-            usage=outcome.usage,
+            run_id=outcome.run_id,
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnResult:
+    """How a turn ended: what ``run_turn`` and ``resume`` return."""
+
+    status: str
+    """completed, interrupted (waits for ``resume``), cancelled or error."""
+    text: str
+    """The turn's last reply text ("" when it wrote none)."""
+    state: State
+    """The conversation's state as stored when the turn ended (a message queued
+    meanwhile may already have been answered in it)."""
+    interrupt_data: dict[str, Any] | None = None
+    """For ``interrupted``: what a person must decide (the core's approval JSON)."""
+    error: str | None = None
+    """For ``error`` (and ``cancelled``): what the run recorded, for people."""
+    run_id: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+    @property
+    def last_message(self) -> Message | None:
+        """The turn's last assistant message in ``state``: the one with its reply,
+        even when a turn that followed added messages after it."""
+        replies = [m for m in self.state.messages if m.role == "assistant"]
+        for message in reversed(replies):
+            if not self.text or message.text == self.text:
+                return message
+        return replies[-1] if replies else None
 
 
 def check_decisions(state: State, decisions: Any) -> None:

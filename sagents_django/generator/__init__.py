@@ -230,7 +230,7 @@ def _context(options: SetupOptions) -> dict[str, Any]:
             ],
             first_party=[
                 ("sagents_django.conf", ["sagents_settings"]),
-                ("sagents_django.core", ["AgentResult", "InvalidResume", "State"]),
+                ("sagents_django.core", ["InvalidResume", "Message", "State"]),
                 ("sagents_django.core.approvals", ["interrupt_from_dict"]),
                 ("sagents_django.exceptions", ["NotFound"]),
                 ("sagents_django.runtime", ["RunOutcome", "agent_server"]),

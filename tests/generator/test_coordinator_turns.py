@@ -1,15 +1,18 @@
 """The generated coordinator's turns: nothing lost in silence, no lost updates.
 
-Turns run in-process against the fake OpenAI server, through ``run_turn`` (and
-``async_to_sync``), so the ORM calls come back to this thread and its test
-transaction; the thread race at the end commits for real (PostgreSQL only: the
-in-memory SQLite test database refuses concurrent threads instead of queueing them).
+The coordinator hands messages and decisions to ``agent_server`` and waits for the
+runs; the turns run on the runtime's inline executor (its own thread) against the
+fake OpenAI server. The executor takes a run once its transaction commits, so these
+tests commit for real. The thread race at the end is PostgreSQL only (the SQLite
+test database refuses concurrent writers instead of queueing them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,30 +22,40 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
 from project.agents import conversations, factory
-from project.agents.coordinator import NOT_SAVED, start_conversation_session
-from sagents_django import services
+from project.agents.coordinator import start_conversation_session
+from sagents_django import services, signals
+from sagents_django.core import InvalidResume
 from sagents_django.core.limits import MAX_MESSAGE_BYTES
-from sagents_django.exceptions import InvalidInput, RunConflict, StateConflict
+from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
 from sagents_django.models import (
     AgentRun,
     AgentState,
     DisplayMessage,
     PersistenceFailure,
 )
+from sagents_django.runtime.executors import wait_inline
+from sagents_django.runtime.turn import NOT_SAVED
 from sagents_django.scope import Scope
 from tests.fakes.openai_server import FakeOpenAIServer, fault, reply, tool_call
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def fake_model(
     settings: Any, fake_llm: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
-) -> FakeOpenAIServer:
-    settings.SAGENTS = {"MODEL": fake_llm.model, "MODEL_PARAMS": fake_llm.model_params}
+) -> Iterator[FakeOpenAIServer]:
+    settings.SAGENTS = {
+        "MODEL": fake_llm.model,
+        "MODEL_PARAMS": fake_llm.model_params,
+        "FACTORY": "project.agents.factory.build_agent",
+        "EXECUTOR": "inline",
+    }
     # Titles off: a title call would take a reply scripted for the agent.
     monkeypatch.setattr(factory, "build_title_model", lambda: None)
-    return fake_llm
+    yield fake_llm
+    # A turn still ending (its last writes) must not meet the database's flush.
+    assert wait_inline(30)
 
 
 @pytest.fixture
@@ -82,6 +95,13 @@ def sent_texts(request: Any) -> list[str]:
         for m in request["messages"]
         if m["role"] in ("user", "assistant") and isinstance(m.get("content"), str)
     ]
+
+
+async def running(conversation: Any) -> None:
+    """Until the conversation's turn has started (its model call is under way)."""
+    runs = AgentRun.objects.filter(conversation=conversation, status="running")
+    while not await runs.aexists():
+        await asyncio.sleep(0.01)
 
 
 def nothing_written(conversation: Any) -> bool:
@@ -155,6 +175,52 @@ def test_a_message_is_saved_with_its_state_before_the_model_answers(
     assert "The prompt is not allowed." in run.error
 
 
+# A turn is the runtime's -------------------------------------------------------------
+def test_a_turn_runs_through_the_runtime_with_its_run_rows_and_signals(
+    fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
+) -> None:
+    fake_model.script(reply("Hello from the runtime."))
+    finished: list[dict[str, Any]] = []
+
+    def on_finished(sender: Any, **kwargs: Any) -> None:
+        finished.append(kwargs)
+
+    signals.run_finished.connect(on_finished)
+    try:
+        session = start_conversation_session(conversation.pk, scope=scope)
+        result = session.run_turn("Plan our offsite")
+    finally:
+        signals.run_finished.disconnect(on_finished)
+
+    assert result.ok
+    assert result.last_message is not None
+    assert result.last_message.text == "Hello from the runtime."
+    assert [m.text for m in session.state.messages] == stored_texts(scope, conversation)
+    [run] = AgentRun.objects.filter(conversation=conversation)
+    assert (run.status, run.trigger, run.attempts) == ("completed", "message", 1)
+    assert session.last_run is not None and session.last_run.run_id == str(run.pk)
+    assert [(f["run_id"], f["status"]) for f in finished] == [
+        (str(run.pk), "completed")
+    ]
+    assert transcript(conversation) == [
+        ("user", "text", "Plan our offsite"),
+        ("assistant", "text", "Hello from the runtime."),
+    ]
+
+
+def test_a_site_without_the_factory_setting_is_told_before_anything_is_written(
+    fake_model: FakeOpenAIServer, settings: Any, scope: Scope, conversation: Any
+) -> None:
+    settings.SAGENTS = {k: v for k, v in settings.SAGENTS.items() if k != "FACTORY"}
+
+    with pytest.raises(
+        ImproperlyConfigured, match=r"project\.agents\.factory\.build_agent"
+    ):
+        start_conversation_session(conversation.pk, scope=scope)
+
+    assert nothing_written(conversation)
+
+
 # A save that fails is never a success -----------------------------------------------
 def test_an_oversized_result_is_an_error_recorded_and_the_next_turn_keeps_history(
     fake_model: FakeOpenAIServer,
@@ -173,12 +239,12 @@ def test_an_oversized_result_is_an_error_recorded_and_the_next_turn_keeps_histor
 
     assert first.status == "error"
     assert not first.ok
-    assert first.error is not None and first.error.startswith(NOT_SAVED)
-    assert isinstance(first.exception, InvalidInput)
+    assert first.error == NOT_SAVED
     assert [m.role for m in first.state.messages] == ["user"]
     failures = PersistenceFailure.objects.filter(conversation=conversation)
     state_failure = failures.get(kind="state")
     assert state_failure.operation == "on_completion"
+    assert state_failure.error_type == "sagents_django.exceptions.InvalidInput"
     assert state_failure.run is not None and state_failure.run.status == "error"
     assert stored_texts(scope, conversation) == ["Write me an essay"]
     # The transcript says so: the reply's row failed too (recorded), a note stands.
@@ -236,7 +302,7 @@ def test_a_turn_that_reports_success_was_saved_even_with_arguments_95_deep(
         assert not failures.exists()
         assert stored_texts(scope, conversation)[-1] == "Planned."
     else:
-        assert first.error is not None and first.error.startswith(NOT_SAVED)
+        assert first.error == NOT_SAVED
         assert failures.exists()
 
     later = start_conversation_session(conversation.pk, scope=scope)
@@ -248,16 +314,58 @@ def test_a_turn_that_reports_success_was_saved_even_with_arguments_95_deep(
 
 
 # No lost updates ------------------------------------------------------------------
-def test_two_sessions_running_at_once_the_second_gets_a_run_conflict(
+postgresql_only = pytest.mark.skipif(
+    connection.vendor != "postgresql",
+    reason="threads writing at once need a server database (see the module doc)",
+)
+
+
+@postgresql_only
+def test_a_message_sent_during_another_sessions_turn_is_answered_right_after_it(
     fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
 ) -> None:
+    fake_model.script(
+        fault.slow_first_byte(0.5, then=reply("Hello from A.")), reply("Hello B.")
+    )
+    a = start_conversation_session(conversation.pk, scope=scope)
+    b = start_conversation_session(conversation.pk, scope=scope)
+
+    async def both() -> list[Any]:
+        turn_a = asyncio.ensure_future(a.arun_turn("Message A"))
+        await running(conversation)
+        return await asyncio.gather(turn_a, b.arun_turn("Message B"))
+
+    first, second = async_to_sync(both)()
+
+    # Each caller gets the answer to its own message.
+    assert (first.status, first.last_message.text) == ("completed", "Hello from A.")
+    assert (second.status, second.last_message.text) == ("completed", "Hello B.")
+    assert sent_texts(fake_model.requests[1]) == [
+        "Message A",
+        "Hello from A.",
+        "Message B",
+    ]
+    runs = AgentRun.objects.filter(conversation=conversation).order_by("created_at")
+    assert [(r.trigger, r.status) for r in runs] == [
+        ("message", "completed"),
+        ("queued", "completed"),
+    ]
+
+
+@postgresql_only
+def test_with_the_reject_policy_a_second_session_gets_a_run_conflict(
+    fake_model: FakeOpenAIServer, settings: Any, scope: Scope, conversation: Any
+) -> None:
+    settings.SAGENTS = {**settings.SAGENTS, "DOUBLE_TEXT": "reject"}
     fake_model.script(fault.slow_first_byte(0.5, then=reply("Hello from A.")))
     a = start_conversation_session(conversation.pk, scope=scope)
     b = start_conversation_session(conversation.pk, scope=scope)
 
     async def both() -> list[Any]:
+        turn_a = asyncio.ensure_future(a.arun_turn("Message A"))
+        await running(conversation)
         return await asyncio.gather(
-            a.arun_turn("Message A"), b.arun_turn("Message B"), return_exceptions=True
+            turn_a, b.arun_turn("Message B"), return_exceptions=True
         )
 
     first, second = async_to_sync(both)()
@@ -265,18 +373,22 @@ def test_two_sessions_running_at_once_the_second_gets_a_run_conflict(
     assert first.status == "completed"
     assert isinstance(second, RunConflict)
     assert len(fake_model.requests) == 1
-    assert stored_texts(scope, conversation) == ["Message A", "Hello from A."]
     assert transcript(conversation) == [
         ("user", "text", "Message A"),
         ("assistant", "text", "Hello from A."),
     ]
-    [run] = AgentRun.objects.filter(conversation=conversation)
-    assert run.status == "completed"
-    # The loser's session kept its state and may go on once the other turn ended.
-    assert b.state.messages == []
+    # The loser's session may go on once the other turn ended, from its history.
+    fake_model.script(reply("Hello B."))
+    assert b.run_turn("Message B").status == "completed"
+    assert stored_texts(scope, conversation) == [
+        "Message A",
+        "Hello from A.",
+        "Message B",
+        "Hello B.",
+    ]
 
 
-def test_a_session_that_fell_behind_is_refused_and_can_catch_up(
+def test_a_session_that_fell_behind_goes_on_from_what_the_other_saved(
     fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
 ) -> None:
     fake_model.script(reply("Hello A."), reply("Hello B."))
@@ -284,19 +396,12 @@ def test_a_session_that_fell_behind_is_refused_and_can_catch_up(
     b = start_conversation_session(conversation.pk, scope=scope)
     a.run_turn("Message A")
 
-    with pytest.raises(StateConflict, match="was changed by another writer"):
-        b.run_turn("Message B")
+    result = b.run_turn("Message B")
 
-    assert len(fake_model.requests) == 1
-    assert stored_texts(scope, conversation) == ["Message A", "Hello A."]
-    assert [t for _, _, t in transcript(conversation)] == ["Message A", "Hello A."]
-    assert AgentRun.objects.filter(conversation=conversation).count() == 1
-
-    b.load()
-    b.run_turn("Message B")
-
+    # The turn starts from the stored state, never from a session's stale copy.
+    assert result.status == "completed"
     assert sent_texts(fake_model.requests[1]) == ["Message A", "Hello A.", "Message B"]
-    assert stored_texts(scope, conversation) == [
+    assert [m.text for m in b.state.messages] == [
         "Message A",
         "Hello A.",
         "Message B",
@@ -317,9 +422,7 @@ def test_a_state_written_by_someone_else_during_a_turn_is_not_overwritten(
 
     async def turn_and_import() -> Any:
         turn = asyncio.ensure_future(session.arun_turn("Message A"))
-        while not await sync_to_async(
-            AgentRun.objects.filter(conversation=conversation, status="running").exists
-        )():
+        while not fake_model.requests:  # the user's message is saved by then
             await asyncio.sleep(0.01)
         stored = await sync_to_async(conversations.load_agent_state)(
             scope, conversation.pk
@@ -331,7 +434,7 @@ def test_a_state_written_by_someone_else_during_a_turn_is_not_overwritten(
     result = async_to_sync(turn_and_import)()
 
     assert result.status == "error"
-    assert isinstance(result.exception, StateConflict)
+    assert result.error == NOT_SAVED
     state = conversations.load_agent_state(scope, conversation.pk)["state"]
     assert state["metadata"] == {"imported": True}
     assert session.state.metadata == {"imported": True}  # reloaded
@@ -340,7 +443,43 @@ def test_a_state_written_by_someone_else_during_a_turn_is_not_overwritten(
     )
 
 
-def test_a_cancelled_turn_frees_the_conversation(
+# Cancel -----------------------------------------------------------------------------
+def test_a_turn_cancelled_from_another_thread_keeps_its_message_and_frees_the_conversation(
+    fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
+) -> None:
+    fake_model.script(
+        reply("word " * 200, chunks=200, delay=0.02), reply("Second time lucky.")
+    )
+    session = start_conversation_session(conversation.pk, scope=scope)
+    other = start_conversation_session(conversation.pk, scope=scope)
+    assert not other.cancel()  # nothing runs yet
+
+    def cancel_once_streaming() -> None:
+        try:
+            while not fake_model.requests:
+                time.sleep(0.01)
+            time.sleep(0.1)
+            assert other.cancel()
+        finally:
+            connection.close()
+
+    canceller = threading.Thread(target=cancel_once_streaming)
+    canceller.start()
+    result = session.run_turn("Talk")
+    canceller.join()
+
+    assert result.status == "cancelled"
+    assert AgentRun.objects.get(conversation=conversation).status == "cancelled"
+    assert transcript(conversation)[0] == ("user", "text", "Talk")
+    assert transcript(conversation)[-1] == (
+        "system",
+        "text",
+        "Agent execution cancelled.",
+    )
+    assert session.run_turn("Message B").status == "completed"
+
+
+def test_cancelling_the_callers_task_stops_the_turn(
     fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
 ) -> None:
     fake_model.script(fault.stall(), reply("Second time lucky."))
@@ -355,46 +494,47 @@ def test_a_cancelled_turn_frees_the_conversation(
             await turn
 
     async_to_sync(cancel_mid_turn)()
+    assert wait_inline(10)
 
     run = AgentRun.objects.get(conversation=conversation)
     assert run.status == "cancelled"
     assert session.run_turn("Message B").status == "completed"
 
 
+# Approvals --------------------------------------------------------------------------
 def test_bad_decisions_on_resume_leave_no_run_behind(
     fake_model: FakeOpenAIServer,
     scope: Scope,
     conversation: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from project.agents import factory
-    from sagents_django.core import InvalidResume
-
     monkeypatch.setattr(factory, "INTERRUPT_ON", {"write_todos": True})
     plan = tool_call("write_todos", {"todos": [{"content": "x"}]}, id="call_plan")
-    fake_model.script(reply(tool_calls=[plan]))
+    fake_model.script(reply(tool_calls=[plan]), reply("Planned."))
     session = start_conversation_session(conversation.pk, scope=scope)
-    session.run_turn("Plan")
+    assert session.run_turn("Plan").status == "interrupted"
     runs = AgentRun.objects.filter(conversation=conversation)
     assert [r.status for r in runs] == ["interrupted"]
+    rows = transcript(conversation)
 
-    with pytest.raises(InvalidResume):
+    with pytest.raises(InvalidResume, match="Expected 1 decision"):
         async_to_sync(session.aresume)([{"type": "approve"}, {"type": "approve"}])
+    with pytest.raises(InvalidInput):
+        session.resume([{"type": "maybe"}])
 
     assert [r.status for r in runs.all()] == ["interrupted"]
-
-
-postgresql_only = pytest.mark.skipif(
-    connection.vendor != "postgresql",
-    reason="threads writing at once need a server database (see the module doc)",
-)
+    assert transcript(conversation) == rows
+    result = session.resume([{"type": "approve"}])
+    assert (result.status, result.last_message.text) == ("completed", "Planned.")
+    with pytest.raises(Conflict, match="Nothing to resume"):
+        session.resume([{"type": "approve"}])
 
 
 @postgresql_only
-@pytest.mark.django_db(transaction=True)
 def test_two_sessions_in_threads_one_turn_wins_and_the_transcript_agrees(
-    fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
+    fake_model: FakeOpenAIServer, settings: Any, scope: Scope, conversation: Any
 ) -> None:
+    settings.SAGENTS = {**settings.SAGENTS, "DOUBLE_TEXT": "reject"}
     fake_model.script(
         fault.slow_first_byte(1.0, then=reply("The winner speaks.")),
         default=reply("The winner speaks."),
@@ -423,7 +563,7 @@ def test_two_sessions_in_threads_one_turn_wins_and_the_transcript_agrees(
 
     [winner] = [n for n, o in outcomes.items() if not isinstance(o, Exception)]
     [loser] = [o for o in outcomes.values() if isinstance(o, Exception)]
-    assert isinstance(loser, RunConflict | StateConflict)
+    assert isinstance(loser, RunConflict)
     assert outcomes[winner].status == "completed"
     assert len(fake_model.requests) == 1
     expected = [f"Message {winner}", "The winner speaks."]
