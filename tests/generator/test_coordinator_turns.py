@@ -479,6 +479,7 @@ def test_a_turn_cancelled_from_another_thread_keeps_its_message_and_frees_the_co
     assert session.run_turn("Message B").status == "completed"
 
 
+@postgresql_only
 def test_cancelling_the_callers_task_stops_the_turn(
     fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
 ) -> None:

@@ -127,6 +127,7 @@ def test_the_section_marks_every_step_it_shows() -> None:
         "append",
         "replace",
         "run",
+        "append",
         "shell",
     ]
 

@@ -57,13 +57,16 @@ def test_the_default_options_write_the_five_modules_and_no_model() -> None:
         "project/agents/display_message_persistence.py",
     ]
     assert DEFAULT.conversation_model == "sagents_django.Conversation"
-    assert settings_lines(DEFAULT) == []
+    # The runtime builds the agent through the factory setting, in any process.
+    assert settings_lines(DEFAULT) == [
+        'SAGENTS = {..., "FACTORY": "project.agents.factory.build_agent"}'
+    ]
 
 
 def test_modules_of_one_package_import_each_other_relatively() -> None:
     coordinator = render(DEFAULT)["project/agents/coordinator.py"]
 
-    assert "from .factory import build_agent" in coordinator
+    assert 'FACTORY = "project.agents.factory.build_agent"' in coordinator
     assert "from .conversations import get_conversation" in coordinator
     assert "from sagents_django.models import Conversation" in coordinator
 
@@ -121,7 +124,7 @@ def test_modules_placed_elsewhere_are_written_there_and_imported_absolutely() ->
     coordinator = files["myproj/runtime_coordinator.py"]
 
     assert "myproj/builders/factory.py" in files
-    assert "from myproj.builders.factory import build_agent" in coordinator
+    assert 'FACTORY = "myproj.builders.factory.build_agent"' in coordinator
     assert "from myproj.chat.conversations import get_conversation" in coordinator
     assert "from myproj.chat.models import Conversation" in coordinator
 
@@ -132,7 +135,8 @@ def test_a_custom_scope_class_is_imported_as_scope() -> None:
     for path in ("myproj/chat/conversations.py", "myproj/builders/factory.py"):
         assert "from myproj.scope import OrganizationScope as Scope" in files[path]
     assert settings_lines(PREFIXED_ELSEWHERE)[-1] == (
-        'SAGENTS = {..., "SCOPE": "myproj.scope.OrganizationScope"}'
+        'SAGENTS = {..., "FACTORY": "myproj.builders.factory.build_agent", '
+        '"SCOPE": "myproj.scope.OrganizationScope"}'
     )
 
 
@@ -158,7 +162,8 @@ def test_a_team_owner_gets_a_scope_module_whose_owner_is_refused_until_filled() 
     )
     assert "from sagents_django.scope import Scope\n" in scope
     assert settings_lines(TEAM)[-1] == (
-        'SAGENTS = {..., "SCOPE": "hostsite.agents.scope.TeamScope"}'
+        'SAGENTS = {..., "FACTORY": "hostsite.agents.factory.build_agent", '
+        '"SCOPE": "hostsite.agents.scope.TeamScope"}'
     )
     # The package's modules type their scopes with it; the command needs no --scope.
     assert (
