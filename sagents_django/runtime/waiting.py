@@ -204,7 +204,7 @@ def _outcome(run: AgentRun, followed: list[str]) -> RunOutcome:
         text=_last_text(run),
         interrupt_data=interrupt,
         usage=TokenUsage(input=run.input_tokens, output=run.output_tokens),
-        cost=run.cost,
+        cost=run.cost if run.cost is not None else Decimal(0),
         next_run_id=handed if isinstance(handed, str) and handed else None,
         followed=tuple(followed),
     )
