@@ -41,3 +41,14 @@ def ruff_problems(root: Path, files: list[str]) -> str:
         if done.returncode != 0:
             problems.append(done.stdout + done.stderr)
     return "\n".join(problems)
+
+
+def close_runtime_connections() -> None:
+    """Close the database connections of the runtime's thread (inline turns), so
+    PostgreSQL can drop the test database at the end of the run."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    from sagents_django.runtime import loop
+
+    loop.submit(sync_to_async(connections.close_all)()).result(10)

@@ -30,6 +30,7 @@ from sagents_django.models import StoredFile
 from sagents_django.runtime.executors import wait_inline
 from sagents_django.scope import Scope
 from tests.fakes.openai_server import FakeOpenAIServer, fault, reply, tool_call
+from tests.generator.helpers import close_runtime_connections
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,6 +55,7 @@ def fake_model(
     yield fake_llm
     # A turn still ending (its last writes) must not meet the database's flush.
     assert wait_inline(30)
+    close_runtime_connections()
 
 
 @pytest.fixture
