@@ -116,6 +116,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "timeout": 20,
         }
     )
+    # Tests in a file too: SQLite's shared in-memory database fails a reader that
+    # meets another thread's writer at once ("database table is locked") instead
+    # of waiting, and the runtime writes from its own thread.
+    DATABASES["default"]["TEST"] = {
+        "NAME": env.str("SQLITE_TEST_NAME", default=str(BASE_DIR / "test-db.sqlite3"))
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # No REDIS_URL: one process, so the in-memory layer is enough. With it, every daphne

@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import F
 from django.utils import timezone
 
-from sagents_django.models import AgentRun
+from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
 from sagents_django.services.validation import parse_uuid
 
 
@@ -40,4 +40,15 @@ def beat(run_id: Any) -> bool:
         AgentRun.objects.filter(pk=pk)
         .values_list("cancel_requested", flat=True)
         .first()
+    )
+
+
+def fail_run(run_id: Any, error: str) -> bool:
+    """End an active run as an error (the last resort of a turn whose ending
+    failed); whether it was still active."""
+    pk = parse_uuid(run_id, what="run_id")
+    return bool(
+        AgentRun.objects.filter(pk=pk, status__in=ACTIVE_RUN_STATUSES).update(
+            status="error", error=error, finished_at=timezone.now()
+        )
     )

@@ -90,6 +90,8 @@ NOT_SAVED = (
     "conversation goes on from its last saved state."
 )
 CANCELLED_TEXT = "Agent execution cancelled."
+ENDING_RETRIES = (0.2, 0.5, 1.0)
+"""Pauses (seconds) between attempts to end a run when the database fails."""
 
 
 class QueueLimit(Exception):
@@ -208,6 +210,12 @@ class Turn:
                 heart = asyncio.ensure_future(self._heartbeat())
                 try:
                     status = await self._run()
+                except Exception as exc:
+                    # Outside the turn's own handling (its database failed at its
+                    # start or its end): the run must still end, or its
+                    # conversation stays held.
+                    logger.exception("Run %s failed outside its turn", self.run_id)
+                    status = await self._end_anyway(f"{type(exc).__name__}: {exc}")
                 finally:
                     heart.cancel()
                     with contextlib.suppress(BaseException):
@@ -492,6 +500,25 @@ class Turn:
             )
         return await self._finish(status, "", result.usage)
 
+    async def _end_anyway(self, error: str) -> str:
+        """End the run as an error after a failure the turn did not handle: the
+        whole ending (row, events, follow-up run) if the database lets us, else
+        at least the run's own row."""
+        try:
+            return await self._end_error(error)
+        except Exception:
+            logger.exception("Run %s could not end normally", self.run_id)
+        for pause in (*ENDING_RETRIES, None):
+            try:
+                await db(runs.fail_run)(self.run_id, error)
+                break
+            except Exception:
+                if pause is None:
+                    logger.exception("Run %s could not be ended", self.run_id)
+                else:
+                    await asyncio.sleep(pause)
+        return "error"
+
     async def _end_error(self, error: str, error_type: str = "agent_error") -> str:
         await self._note_error(error, error_type, retryable=False)
         return await self._finish("error", error, TokenUsage())
@@ -553,15 +580,25 @@ class Turn:
             )
         cost = cost_of(self.agent, usage)
         next_run = None
-        try:
-            next_run = await db(end_run)(
-                self.scope, self.agent_run, status, error, usage, cost
-            )
-        except Exception as exc:
-            logger.exception("Could not end run %s", self.run_id)
-            await db(record_failure)(
-                self.scope, self.context(), exc, kind="state", operation="finish_run"
-            )
+        for pause in (*ENDING_RETRIES, None):
+            try:
+                next_run = await db(end_run)(
+                    self.scope, self.agent_run, status, error, usage, cost
+                )
+                break
+            except Exception as exc:
+                if pause is not None:  # a database hiccup: the run must end
+                    await asyncio.sleep(pause)
+                    continue
+                logger.exception("Could not end run %s", self.run_id)
+                with contextlib.suppress(Exception):
+                    await db(record_failure)(
+                        self.scope,
+                        self.context(),
+                        exc,
+                        kind="state",
+                        operation="finish_run",
+                    )
         await self.publisher.publish(
             "run_finished",
             {

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import OperationalError, connection
 
 from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
 from sagents_django.models import AgentRun, DisplayMessage
@@ -301,3 +302,45 @@ async def test_two_conversations_run_at_once(site: Any) -> None:
     # Each subscriber saw only its own conversation.
     assert {e["conversation"] for e in followers[0].events} == {str(left.pk)}
     assert {e["conversation"] for e in followers[1].events} == {str(right.pk)}
+
+
+# A database that fails the turn outside its own handling ---------------------------
+@pytest.mark.parametrize("site", ["embedded"], indirect=True)
+async def test_a_run_whose_database_fails_at_its_start_still_ends(site: Any) -> None:
+    """The heartbeat read before the model call fails (the error SQLite's shared
+    in-memory database gives a reader that meets a writer): the run ends as an
+    error instead of holding the conversation."""
+    if connection.vendor != "sqlite":
+        pytest.skip("the fault is injected into SQLite's one runtime thread")
+    site.script(reply("Never asked."))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    failed: list[str] = []
+
+    def locked(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if sql.startswith('UPDATE "sagents_agent_runs" SET "heartbeat_at"'):
+            failed.append(sql)
+            raise OperationalError("database table is locked")
+        return execute(sql, params, many, context)
+
+    def install() -> Any:
+        # On the connection of the one thread that database calls from async code
+        # (the runtime's too) run in.
+        wrapper = connection.execute_wrapper(locked)
+        wrapper.__enter__()
+        return wrapper
+
+    wrapper = await sync_to_async(install)()
+    try:
+        await agent_server.aadd_message(scope, conversation.pk, "hi")
+        finished = await follower.until("run_finished")
+    finally:
+        await sync_to_async(wrapper.__exit__)(None, None, None)
+
+    assert failed
+    assert finished["data"]["status"] == "error"
+    assert "database table is locked" in finished["data"]["error"]
+    [run] = await runs_of(conversation)
+    assert run.status == "error"
+    assert site.requests == []
+    assert await agent_server.aget_status(scope, conversation.pk) == "error"
