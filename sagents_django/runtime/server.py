@@ -34,7 +34,7 @@ from django.utils import timezone
 from sagents_django import services
 from sagents_django.conf import sagents_settings
 from sagents_django.core import State
-from sagents_django.core.approvals import decisions_from_list
+from sagents_django.core.approvals import decisions_from_list, interrupt_from_dict
 from sagents_django.core.exceptions import InvalidResume
 from sagents_django.core.middleware.base import call_hook
 from sagents_django.core.persistence import SyntheticMessage
@@ -228,8 +228,10 @@ class AgentServer:
         with transaction.atomic():
             _require(scope, pk)
             revision = services.state_revision(scope, pk)
-            if not _interrupt_pending(pk):
+            pending = _pending_interrupt(pk)
+            if not pending:
                 raise Conflict("Nothing to resume: no approval is pending")
+            _fit(checked, pending)
             run = self._begin(
                 scope,
                 pk,
@@ -673,13 +675,41 @@ def _require(scope: Scope, pk: Any) -> Any:
     return conversation
 
 
-def _interrupt_pending(pk: Any) -> bool:
-    value = (
+def _pending_interrupt(pk: Any) -> Any:
+    """The stored interrupt data of the conversation (falsy: none pending)."""
+    return (
         AgentState.objects.filter(conversation_id=pk)
         .values_list("state_data__state__interrupt_data", flat=True)
         .first()
     )
-    return bool(value)
+
+
+def _interrupt_pending(pk: Any) -> bool:
+    return bool(_pending_interrupt(pk))
+
+
+def _fit(decisions: list[Any], pending: Any) -> None:
+    """Decisions that cannot answer the pending approval are ``InvalidInput``
+    before a run exists: one per action request, each of a type it allows. (The
+    turn checks again against the state's pending calls.)"""
+    try:
+        interrupt = interrupt_from_dict(pending)
+    except Exception:
+        return  # unreadable: the turn says what it makes of it
+    requests = getattr(interrupt, "action_requests", None)
+    if requests is None:
+        return  # a custom interrupt: its middleware checks its own resume
+    if len(decisions) != len(requests):
+        raise InvalidInput(
+            f"Expected {len(requests)} decision(s), one per action request, "
+            f"got {len(decisions)}"
+        )
+    for i, (request, decision) in enumerate(zip(requests, decisions, strict=True)):
+        if decision.type not in request.allowed_decisions:
+            raise InvalidInput(
+                f"decisions[{i}].type {decision.type!r} is not allowed for "
+                f"{request.tool_name!r}; allowed: {list(request.allowed_decisions)}"
+            )
 
 
 def _load_state(scope: Scope, conversation: Any, *, agent: Any = None) -> State:

@@ -344,3 +344,32 @@ async def test_a_run_whose_database_fails_at_its_start_still_ends(site: Any) -> 
     assert run.status == "error"
     assert site.requests == []
     assert await agent_server.aget_status(scope, conversation.pk) == "error"
+
+
+@pytest.mark.parametrize(
+    ("decisions", "problem"),
+    [
+        ([{"type": "approve"}, {"type": "approve"}], r"Expected 1 decision\(s\)"),
+        ([], r"Expected 1 decision\(s\)"),
+    ],
+)
+async def test_decisions_that_do_not_fit_the_approval_are_refused_before_a_run(
+    site: Any, decisions: Any, problem: str
+) -> None:
+    site.script(
+        reply(
+            tool_calls=[tool_call("write_file", {"file_path": "/a", "content": "x"})]
+        ),
+        reply("Written."),
+    )
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    await agent_server.aadd_message(scope, conversation.pk, "write")
+    assert (await follower.until("run_finished"))["data"]["status"] == "interrupted"
+
+    with pytest.raises(InvalidInput, match=problem):
+        await agent_server.aresume(scope, conversation.pk, decisions)
+
+    assert len(await runs_of(conversation)) == 1  # no run was made
+    await agent_server.aresume(scope, conversation.pk, [{"type": "approve"}])
+    assert (await follower.until("run_finished"))["data"]["status"] == "completed"
