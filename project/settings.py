@@ -158,6 +158,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 SAGENTS_MODEL = env.str("SAGENTS_MODEL", default="sagents/demo")
 SAGENTS = {
     "FACTORY": "project.agents.factory.build_agent",
+    "AGENT_PERSISTENCE": "project.agents.agent_persistence.AgentPersistence",
+    "DISPLAY_PERSISTENCE": (
+        "project.agents.display_message_persistence.DisplayMessagePersistence"
+    ),
     "MODEL": SAGENTS_MODEL,
     "MODEL_PARAMS": {},
     # A configured broker means workers exist to run turns; otherwise run them inline.

@@ -11,6 +11,8 @@ fails ``manage.py check`` instead of every turn:
 - E010 FACTORY, E011 DOUBLE_TEXT, E012 MAX_QUEUED_ROUNDS, E013 INACTIVITY_TIMEOUT,
   E014 DELTA_WINDOW_MS, E016 DATABASE_THREADS: a value of the wrong type or outside its closed set
 - E015 FACTORY cannot be imported or is not callable
+- E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
+  them cannot be imported or is not a class
 - W001 a key this version does not know (a typo, usually)
 - E100 the scope class cannot resolve the conversation model's owner
 """
@@ -33,6 +35,8 @@ IDS = {
     "SCOPE": "sagents_django.E006",
     "MAX_STATE_BYTES": "sagents_django.E009",
     "FACTORY": "sagents_django.E010",
+    "AGENT_PERSISTENCE": "sagents_django.E017",
+    "DISPLAY_PERSISTENCE": "sagents_django.E018",
     "DOUBLE_TEXT": "sagents_django.E011",
     "MAX_QUEUED_ROUNDS": "sagents_django.E012",
     "INACTIVITY_TIMEOUT": "sagents_django.E013",
@@ -52,6 +56,11 @@ HINTS = {
     "MAX_STATE_BYTES": "Give a number of bytes, e.g. 20 * 1024 * 1024 (not a string "
     'such as "20MB").',
     "FACTORY": "manage.py sagents_setup writes a factory and prints this setting.",
+    "AGENT_PERSISTENCE": "manage.py sagents_setup writes a subclass and prints this "
+    "setting; the default is sagents_django.persistence.DjangoAgentPersistence.",
+    "DISPLAY_PERSISTENCE": "manage.py sagents_setup writes a subclass and prints this "
+    "setting; the default is "
+    "sagents_django.persistence.DjangoDisplayMessagePersistence.",
     "DOUBLE_TEXT": '"enqueue" runs a message sent during a turn right after it.',
     "MAX_QUEUED_ROUNDS": "Give a number of turns, e.g. 10.",
     "INACTIVITY_TIMEOUT": "Give seconds, e.g. 300, or None to never time out.",
@@ -83,6 +92,10 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     factory = user.get("FACTORY")
     if factory is not None and conf.problem("FACTORY", factory) is None:
         messages.extend(_check_factory(factory))
+    for key in ("AGENT_PERSISTENCE", "DISPLAY_PERSISTENCE"):
+        path = user.get(key, conf.DEFAULTS[key])
+        if conf.problem(key, path) is None:
+            messages.extend(_check_class(key, path))
     unknown = sorted(set(user) - set(conf.DEFAULTS), key=repr)
     if unknown:
         messages.append(
@@ -110,6 +123,24 @@ def _check_factory(path: str) -> list[checks.CheckMessage]:
             hint="Name the build_agent function sagents_setup wrote, e.g. "
             '"myproject.agents.factory.build_agent".',
             id="sagents_django.E015",
+        )
+    ]
+
+
+def _check_class(key: str, path: str) -> list[checks.CheckMessage]:
+    try:
+        found = import_string(path)
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {exc}"
+    else:
+        if isinstance(found, type):
+            return []
+        why = f"it is {found!r}, not a class"
+    return [
+        checks.Error(
+            f"SAGENTS[{key!r}] names {path!r}, which cannot be used: {why}",
+            hint=HINTS[key],
+            id="sagents_django.E019",
         )
     ]
 

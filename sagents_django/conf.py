@@ -40,6 +40,12 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # The site's agent factory (dotted path): build_agent(agent_id=, scope=,
         # filesystem_scope=) -> Agent. sagents_setup writes one and prints this line.
         "FACTORY": None,
+        # The classes (dotted paths) every turn saves state and display rows with;
+        # sagents_setup writes subclasses of these for the site to change.
+        "AGENT_PERSISTENCE": "sagents_django.persistence.DjangoAgentPersistence",
+        "DISPLAY_PERSISTENCE": (
+            "sagents_django.persistence.DjangoDisplayMessagePersistence"
+        ),
         # A message sent while a turn runs: "enqueue" (run right after it), "reject"
         # (RunConflict) or "interrupt" (cancel the turn, then run with the message).
         "DOUBLE_TEXT": "enqueue",
@@ -106,6 +112,14 @@ def _max_state_bytes(value: Any) -> str | None:
     return f"must be a positive integer (bytes), not {value!r}"
 
 
+def _class_path(value: Any) -> str | None:
+    if isinstance(value, str) and DOTTED_PATH.match(value):
+        return None
+    return (
+        f"must be a class's dotted path, e.g. 'myapp.agents.Persistence', not {value!r}"
+    )
+
+
 DOUBLE_TEXT_POLICIES: Final = ("enqueue", "reject", "interrupt")
 
 
@@ -145,6 +159,8 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "SCOPE": _scope,
         "MAX_STATE_BYTES": _max_state_bytes,
         "FACTORY": _factory,
+        "AGENT_PERSISTENCE": _class_path,
+        "DISPLAY_PERSISTENCE": _class_path,
         "DOUBLE_TEXT": _double_text,
         "MAX_QUEUED_ROUNDS": _positive_int("rounds"),
         "INACTIVITY_TIMEOUT": _positive_int("seconds", allow_none=True),
@@ -229,6 +245,14 @@ class SagentsSettings:
     @property
     def FACTORY(self) -> str | None:
         return cast("str | None", valid("FACTORY"))
+
+    @property
+    def AGENT_PERSISTENCE(self) -> str:
+        return cast(str, valid("AGENT_PERSISTENCE"))
+
+    @property
+    def DISPLAY_PERSISTENCE(self) -> str:
+        return cast(str, valid("DISPLAY_PERSISTENCE"))
 
     @property
     def DOUBLE_TEXT(self) -> str:

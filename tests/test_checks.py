@@ -64,6 +64,9 @@ BAD_VALUES = [
     ("DELTA_WINDOW_MS", None, "sagents_django.E014"),
     ("DATABASE_THREADS", 0, "sagents_django.E016"),
     ("DATABASE_THREADS", "8", "sagents_django.E016"),
+    ("AGENT_PERSISTENCE", None, "sagents_django.E017"),
+    ("AGENT_PERSISTENCE", "Persistence", "sagents_django.E017"),
+    ("DISPLAY_PERSISTENCE", 3, "sagents_django.E018"),
 ]
 
 
@@ -129,6 +132,8 @@ GOOD = {
     "INACTIVITY_TIMEOUT": None,
     "DELTA_WINDOW_MS": 5,
     "DATABASE_THREADS": 4,
+    "AGENT_PERSISTENCE": "project.agents.agent_persistence.AgentPersistence",
+    "DISPLAY_PERSISTENCE": "sagents_django.persistence.DjangoDisplayMessagePersistence",
 }
 
 
@@ -225,3 +230,17 @@ def test_a_factory_that_cannot_be_used_fails_e015(path: str) -> None:
         [message] = sagents_messages()
     assert message.id == "sagents_django.E015"
     assert path in message.msg
+
+
+@pytest.mark.parametrize("key", ["AGENT_PERSISTENCE", "DISPLAY_PERSISTENCE"])
+@pytest.mark.parametrize(
+    "path",
+    ["project.agents.agent_persistence.Nope", "project.agents.factory.build_agent"],
+)
+def test_a_persistence_class_that_cannot_be_used_fails_e019(
+    key: str, path: str
+) -> None:
+    with override_settings(SAGENTS={key: path}):
+        [message] = sagents_messages()
+    assert message.id == "sagents_django.E019"
+    assert key in message.msg and path in message.msg

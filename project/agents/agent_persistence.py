@@ -1,10 +1,11 @@
 """Where this site keeps its agents' state (the core's ``AgentPersistence``).
 
-The coordinator loads a conversation's state with its revision through
+Every turn (the runtime, in whichever process runs it: ``SAGENTS["AGENT_PERSISTENCE"]``
+names this class) loads a conversation's state with its revision through
 ``load_stored`` and saves it through ``save_state`` (a compare-and-set on that
-revision) before the model is called and when a turn completes, fails or pauses for
-approval; a save that fails ends the turn as an error and is recorded on the
-conversation. This class is yours to change: override those methods to add
+revision) before the model is called, at every step's end and when the turn
+completes, fails or pauses for approval; a save that fails ends the turn as an error
+and is recorded on the conversation. This class is yours to change: override those methods to add
 behaviour (an audit log, a cache). The core's protocol methods ``load_state`` and
 ``persist_state`` stay for other callers: they log and record a failed write and
 answer None, never raising into the agent.

@@ -98,12 +98,20 @@ def settings_lines(options: SetupOptions) -> list[str]:
             "# Before the first migrate: sagents_django's tables refer to this model.",
             f"SAGENTS_DJANGO_CONVERSATION_MODEL = {_quote(options.conversation_model)}",
         ]
-    # The runtime builds the agent through this setting on every turn, in any
-    # process (a Celery worker has no other way to find it).
-    keys = f'"FACTORY": {_quote(options.factory + ".build_agent")}'
+    # The runtime builds the agent through FACTORY on every turn, in any process (a
+    # Celery worker has no other way to find it), and saves through the generated
+    # persistence classes (the site's to change). Assignments, valid Python to
+    # append after the SAGENTS dict.
+    keys = {
+        "FACTORY": f"{options.factory}.build_agent",
+        "AGENT_PERSISTENCE": f"{options.target}.agent_persistence.AgentPersistence",
+        "DISPLAY_PERSISTENCE": (
+            f"{options.target}.display_message_persistence.DisplayMessagePersistence"
+        ),
+    }
     if options.scope != DEFAULT_SCOPE:
-        keys += f', "SCOPE": {_quote(options.scope)}'
-    lines.append(f"SAGENTS = {{..., {keys}}}")
+        keys["SCOPE"] = options.scope
+    lines += [f"SAGENTS[{_quote(k)}] = {_quote(v)}" for k, v in keys.items()]
     return lines
 
 

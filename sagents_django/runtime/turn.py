@@ -167,6 +167,8 @@ class Turn:
                 raise PermissionError(
                     "The run's user can no longer see this conversation"
                 )
+            turn.agent_persistence = import_string(sagents_settings.AGENT_PERSISTENCE)()
+            turn.display = import_string(sagents_settings.DISPLAY_PERSISTENCE)()
             turn.agent = build_agent(turn.agent_id, scope, turn.filesystem_scope)
             turn.load()
         except Exception as exc:

@@ -58,7 +58,7 @@ def test_the_default_run_writes_the_modules_and_says_what_to_do_next(
     assert written(tmp_path) == sorted(f"project/agents/{n}" for n in GENERATED)
     assert f"Wrote 6 files in {tmp_path}:" in out
     assert "  project/agents/coordinator.py\n" in out
-    assert 'SAGENTS = {..., "FACTORY": "project.agents.factory.build_agent"}' in out
+    assert 'SAGENTS["FACTORY"] = "project.agents.factory.build_agent"' in out
     assert 'path("", include("sagents_django.urls")),' in out
     assert "from project.agents.coordinator import start_conversation_session" in out
 
@@ -234,7 +234,7 @@ def test_the_owner_field_may_be_spelled_as_sagents_spells_the_column(
 def test_naming_the_user_model_explicitly_is_the_default(tmp_path: Path) -> None:
     out = setup("project.agents", base_dir=str(tmp_path), owner_model="auth.user")
 
-    assert 'SAGENTS = {..., "FACTORY": "project.agents.factory.build_agent"}' in out
+    assert 'SAGENTS["FACTORY"] = "project.agents.factory.build_agent"' in out
     assert len(written(tmp_path)) == 6
 
 
@@ -260,7 +260,7 @@ def test_a_team_owner_gets_a_scope_to_fill_in_and_an_admin(tmp_path: Path) -> No
     ) in scope
     admin = (package / "admin.py").read_text()
     assert "@admin.register(Conversation)" in admin
-    assert '"SCOPE": "hostsite.agents.scope.GroupScope"}' in out
+    assert 'SAGENTS["SCOPE"] = "hostsite.agents.scope.GroupScope"' in out
     assert "Then fill in GroupScope.resolve_owner in hostsite/agents/scope.py" in out
     assert (
         "from .scope import GroupScope as Scope"
@@ -282,7 +282,7 @@ def test_a_team_owner_with_a_scope_of_its_own_gets_no_scope_module(
     )
 
     assert not (tmp_path / "hostsite" / "agents" / "scope.py").exists()
-    assert '"SCOPE": "tests.django.test_one_statement.ResolvingScope"}' in out
+    assert 'SAGENTS["SCOPE"] = "tests.django.test_one_statement.ResolvingScope"' in out
     assert "fill in" not in out
 
 

@@ -59,7 +59,11 @@ def test_the_default_options_write_the_five_modules_and_no_model() -> None:
     assert DEFAULT.conversation_model == "sagents_django.Conversation"
     # The runtime builds the agent through the factory setting, in any process.
     assert settings_lines(DEFAULT) == [
-        'SAGENTS = {..., "FACTORY": "project.agents.factory.build_agent"}'
+        'SAGENTS["FACTORY"] = "project.agents.factory.build_agent"',
+        'SAGENTS["AGENT_PERSISTENCE"] = '
+        '"project.agents.agent_persistence.AgentPersistence"',
+        'SAGENTS["DISPLAY_PERSISTENCE"] = '
+        '"project.agents.display_message_persistence.DisplayMessagePersistence"',
     ]
 
 
@@ -134,10 +138,13 @@ def test_a_custom_scope_class_is_imported_as_scope() -> None:
 
     for path in ("myproj/chat/conversations.py", "myproj/builders/factory.py"):
         assert "from myproj.scope import OrganizationScope as Scope" in files[path]
-    assert settings_lines(PREFIXED_ELSEWHERE)[-1] == (
-        'SAGENTS = {..., "FACTORY": "myproj.builders.factory.build_agent", '
-        '"SCOPE": "myproj.scope.OrganizationScope"}'
-    )
+    assert settings_lines(PREFIXED_ELSEWHERE)[-4:] == [
+        'SAGENTS["FACTORY"] = "myproj.builders.factory.build_agent"',
+        'SAGENTS["AGENT_PERSISTENCE"] = "myproj.chat.agent_persistence.AgentPersistence"',
+        'SAGENTS["DISPLAY_PERSISTENCE"] = '
+        '"myproj.chat.display_message_persistence.DisplayMessagePersistence"',
+        'SAGENTS["SCOPE"] = "myproj.scope.OrganizationScope"',
+    ]
 
 
 def test_the_settings_lines_install_the_app_and_swap_the_conversation_model() -> None:
@@ -162,8 +169,7 @@ def test_a_team_owner_gets_a_scope_module_whose_owner_is_refused_until_filled() 
     )
     assert "from sagents_django.scope import Scope\n" in scope
     assert settings_lines(TEAM)[-1] == (
-        'SAGENTS = {..., "FACTORY": "hostsite.agents.factory.build_agent", '
-        '"SCOPE": "hostsite.agents.scope.TeamScope"}'
+        'SAGENTS["SCOPE"] = "hostsite.agents.scope.TeamScope"'
     )
     # The package's modules type their scopes with it; the command needs no --scope.
     assert (

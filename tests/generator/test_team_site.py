@@ -319,10 +319,9 @@ def host(tmp_path: Path) -> Path:
 
 
 def add_printed_settings(host: Path, output: str) -> list[str]:
-    """Settings as the command says: its lines after the host's own (the ``...`` in
-    its SAGENTS line stands for the keys the host already has)."""
+    """Settings as the command says: its lines after the host's own."""
     lines = settings_to_add(output)
-    body = "\n".join(line.replace("{...,", "{**SAGENTS,") for line in lines)
+    body = "\n".join(lines)
     write(
         host / "hostsite" / "settings.py",
         f"from hostsite.settings_before import *  # noqa: F403\n\n{body}\n",
@@ -340,8 +339,12 @@ def test_a_team_owned_site_migrates_and_runs_conversations_through_the_output(
         'INSTALLED_APPS += ["hostsite.agents"]',
         "# Before the first migrate: sagents_django's tables refer to this model.",
         'SAGENTS_DJANGO_CONVERSATION_MODEL = "agents.Conversation"',
-        'SAGENTS = {..., "FACTORY": "hostsite.agents.factory.build_agent", '
-        '"SCOPE": "hostsite.agents.scope.TeamScope"}',
+        'SAGENTS["FACTORY"] = "hostsite.agents.factory.build_agent"',
+        'SAGENTS["AGENT_PERSISTENCE"] = '
+        '"hostsite.agents.agent_persistence.AgentPersistence"',
+        'SAGENTS["DISPLAY_PERSISTENCE"] = '
+        '"hostsite.agents.display_message_persistence.DisplayMessagePersistence"',
+        'SAGENTS["SCOPE"] = "hostsite.agents.scope.TeamScope"',
     ]
     package = host / "hostsite" / "agents"
     generated = sorted(

@@ -10,6 +10,7 @@ from asgiref.sync import sync_to_async
 from sagents_django.core import Message, State
 from sagents_django.exceptions import InvalidInput, RunConflict
 from sagents_django.models import AgentRun, DisplayMessage
+from sagents_django.persistence import DjangoDisplayMessagePersistence
 from sagents_django.runtime import agent_server, viewers
 from sagents_django.runtime.turn import run_turn
 from tests.fakes.openai_server import reply
@@ -165,3 +166,31 @@ async def test_inactivity_follows_runs_viewers_and_touches(
     meta = await agent_server.aget_metadata(scope, conversation.pk)
     assert meta["agent_id"] == f"conversation-{conversation.pk}"
     assert meta["last_activity_at"] is not None
+
+
+class CountingDisplay(DjangoDisplayMessagePersistence):
+    """A site's display persistence: counts what the turns save through it."""
+
+    saved: list[str] = []
+
+    def save_message(self, scope: Any, message: Any, context: Any) -> Any:
+        CountingDisplay.saved.append(message.role)
+        return super().save_message(scope, message, context)
+
+
+@pytest.mark.parametrize("site", ["embedded"], indirect=True)
+async def test_turns_save_through_the_sites_persistence_classes(
+    site: Any, settings: Any
+) -> None:
+    settings.SAGENTS = {
+        **settings.SAGENTS,
+        "DISPLAY_PERSISTENCE": f"{__name__}.CountingDisplay",
+    }
+    CountingDisplay.saved.clear()
+    site.script(reply("Counted."))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    await agent_server.aadd_message(scope, conversation.pk, "hi")
+    await follower.until("run_finished")
+
+    assert CountingDisplay.saved == ["assistant"]
