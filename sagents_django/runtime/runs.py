@@ -6,9 +6,10 @@ never reachable from a request.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
@@ -50,5 +51,21 @@ def fail_run(run_id: Any, error: str) -> bool:
     return bool(
         AgentRun.objects.filter(pk=pk, status__in=ACTIVE_RUN_STATUSES).update(
             status="error", error=error, finished_at=timezone.now()
+        )
+    )
+
+
+def end_unattended(run: AgentRun, *, stale_after: float) -> bool:
+    """End ``run`` as cancelled when no turn holds it: still queued (a worker that
+    claims it later finds it ended), or running without a heartbeat for
+    ``stale_after`` seconds (its process died). Whether it ended here; one
+    statement, so a worker claiming or beating meanwhile wins or loses cleanly."""
+    now = timezone.now()
+    unattended = Q(status="queued") | Q(
+        status="running", heartbeat_at__lt=now - timedelta(seconds=stale_after)
+    )
+    return bool(
+        AgentRun.objects.filter(unattended, pk=run.pk).update(
+            status="cancelled", finished_at=now, error=""
         )
     )

@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from sagents_django import services
 from sagents_django.conf import sagents_settings
-from sagents_django.core import State
+from sagents_django.core import State, TokenUsage
 from sagents_django.core.approvals import decisions_from_list, interrupt_from_dict
 from sagents_django.core.exceptions import InvalidResume
 from sagents_django.core.middleware.base import call_hook
@@ -46,14 +46,14 @@ from sagents_django.exceptions import Conflict, InvalidInput, NotFound, RunConfl
 from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun, AgentState
 from sagents_django.scope import Scope
 from sagents_django.services.conversations import conversation_pk, owned_conversations
-from sagents_django.services.validation import message_text
+from sagents_django.services.validation import clean_json, clean_mapping, message_text
 
-from . import control, groups, layer, viewers, waiting
+from . import control, groups, layer, runs, viewers, waiting
 from .database import db
 from .events_out import after_commit, signal_after_commit
 from .executors import get_executor
 from .publisher import display_message_json, publish
-from .turn import build_agent
+from .turn import CANCELLED_TEXT, build_agent, start_queued
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,15 @@ over the channel layer, whose messages should stay small)."""
 WAITS_FOR_DECISIONS = (
     "The conversation waits for decisions on its pending approval; resume it "
     "with them first"
+)
+
+STALE_AFTER = 30.0
+"""Seconds without a heartbeat (turns beat every 5) after which a running run's
+process is taken for dead: a cancel then ends the run itself."""
+
+RESUMING = (
+    "The answer to the pending approval is being applied; send the message once "
+    "that turn ends"
 )
 
 _P = ParamSpec("_P")
@@ -142,13 +151,14 @@ class AgentServer:
         policy = sagents_settings.DOUBLE_TEXT
         with transaction.atomic():
             _require(scope, pk)
-            if _interrupt_pending(pk):
-                raise Conflict(WAITS_FOR_DECISIONS)
             active = (
                 AgentRun.objects.select_for_update()
                 .filter(conversation_id=pk, status__in=ACTIVE_RUN_STATUSES)
                 .first()
             )
+            if _interrupt_pending(pk):
+                # Answered already (its resume runs) or still waiting for answers.
+                raise Conflict(RESUMING if active is not None else WAITS_FOR_DECISIONS)
             if active is not None and policy == "reject":
                 raise RunConflict(pk, run_id=active.pk)
             row = services.append_text_message(
@@ -223,7 +233,7 @@ class AgentServer:
         except InvalidResume as exc:
             raise InvalidInput(str(exc)) from None
         as_json = [d.to_dict() for d in checked]
-        _bounded(as_json, "decisions")
+        as_json = _bounded(as_json, "decisions")
         pk = conversation_pk(conversation_id)
         with transaction.atomic():
             _require(scope, pk)
@@ -250,9 +260,15 @@ class AgentServer:
         return self._request_cancel(scope, pk, "Cancelled")
 
     def _request_cancel(self, scope: Scope, pk: Any, reason: str) -> bool:
-        run = services.request_cancel(scope, pk)
-        if run is None:
-            return False
+        with transaction.atomic():
+            run = services.request_cancel(scope, pk)
+            if run is None:
+                return False
+            if runs.end_unattended(run, stale_after=STALE_AFTER):
+                # Nobody runs it (not started yet, or its process died): it ends
+                # here, and the runs of messages queued on it start.
+                _ended_here(scope, pk, run)
+                return True
         message = {"action": "cancel", "run_id": str(run.pk), "reason": reason}
         transaction.on_commit(lambda: _control(pk, message))
         return True
@@ -391,7 +407,7 @@ class AgentServer:
         with the state saved. An unknown middleware is logged and skipped."""
         if not isinstance(middleware_id, str) or not middleware_id:
             raise InvalidInput("middleware_id must be a middleware's id (a string)")
-        _bounded(message, "message")
+        message = _bounded(message, "message")
         pk = conversation_pk(conversation_id)
         conversation = _require(scope, pk)
         note = {"middleware_id": middleware_id, "message": message}
@@ -456,7 +472,7 @@ class AgentServer:
             raise InvalidInput(f"event must be a name of 1 to {MAX_EVENT_NAME} chars")
         if not isinstance(data, dict):
             raise InvalidInput("data must be a JSON object")
-        _bounded(data, "data")
+        data = _bounded(data, "data")
         pk = conversation_pk(conversation_id)
         _require(scope, pk)
         from . import loop
@@ -568,6 +584,7 @@ class AgentServer:
     # Listing --------------------------------------------------------------------------
     def list_running_agents(self, scope: Scope) -> list[str]:
         """The agent ids of the scope's conversations with a turn running."""
+        _check_scope(scope)
         ids = (
             AgentRun.objects.filter(
                 status__in=ACTIVE_RUN_STATUSES,
@@ -668,7 +685,16 @@ agent_server = AgentServer()
 
 
 # Helpers --------------------------------------------------------------------------
+def _check_scope(scope: Any) -> None:
+    if not isinstance(scope, Scope):
+        raise InvalidInput(
+            "scope must be a Scope (get_scope(request), Scope.for_user(user)), not "
+            f"{type(scope).__name__}"
+        )
+
+
 def _require(scope: Scope, pk: Any) -> Any:
+    _check_scope(scope)
     conversation = services.get_conversation(scope, pk)
     if conversation is None:
         raise NotFound("conversation", str(pk))
@@ -740,6 +766,36 @@ def _active_recently(pk: Any) -> bool:
     return last is not None and (timezone.now() - last).total_seconds() < timeout
 
 
+def _ended_here(scope: Scope, pk: Any, run: AgentRun) -> None:
+    """What a turn does when it ends cancelled, for a run no turn holds: the
+    transcript note, the follow-up run, the events."""
+    row = services.append_text_message(
+        scope, pk, "system", CANCELLED_TEXT, metadata={"kind": "cancelled"}
+    )
+    never_started = run.started_at is None
+    run.refresh_from_db()
+    follow = start_queued(scope, str(pk), run, carry_own=never_started)
+    if follow is not None:
+        get_executor().submit(str(follow.pk))
+    after_commit(
+        pk, "display_message_saved", {"display_message": display_message_json(row)}
+    )
+    after_commit(
+        pk,
+        "run_finished",
+        {
+            "run_id": str(run.pk),
+            "trigger": run.trigger,
+            "status": "cancelled",
+            "error": "",
+            "usage": TokenUsage().to_dict(),
+            "cost": None,
+            "next_run_id": str(follow.pk) if follow is not None else None,
+        },
+    )
+    after_commit(pk, "status_changed", {"status": "cancelled", "run_id": str(run.pk)})
+
+
 def _control(pk: Any, message: dict[str, Any]) -> None:
     from . import loop
 
@@ -747,21 +803,15 @@ def _control(pk: Any, message: dict[str, Any]) -> None:
 
 
 def _metadata(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidInput("metadata must be a JSON object")
-    _bounded(value, "metadata")
-    return dict(value)
+    return clean_mapping(value, what="metadata", max_bytes=MAX_EVENT_BYTES)
 
 
-def _bounded(value: Any, what: str) -> None:
-    try:
-        size = len(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{what} must be JSON: {exc}") from None
-    if size > MAX_EVENT_BYTES:
-        raise InvalidInput(f"{what} is {size} bytes of JSON; at most {MAX_EVENT_BYTES}")
+def _bounded(value: Any, what: str) -> Any:
+    """``value`` as JSON the database and the channel layer take: bounded in size
+    and depth, NULs and lone surrogates replaced; else ``InvalidInput``."""
+    return clean_json(value, what=what, max_bytes=MAX_EVENT_BYTES, require_dict=False)[
+        0
+    ]
 
 
 def _json_scope(value: Any) -> Any:

@@ -142,6 +142,9 @@ class Turn:
     publisher: Publisher | None = None
     cancel: CancelToken = field(default_factory=CancelToken)
     inbox: Inbox = field(default_factory=Inbox)
+    delivered: bool = False
+    """Whether the run's own messages reached the state (else a follow-up run of
+    messages queued on it takes them along)."""
     resolving: set[str] = field(default_factory=set)
     """Interrupted tool calls whose results a resume may complete."""
 
@@ -307,6 +310,7 @@ class Turn:
             # The user's messages are the turn's first checkpoint: never lost.
             if not await self._save(state, "on_step"):
                 raise RuntimeError(NOT_SAVED)
+        self.delivered = True
         if halted:
             raise QueueLimit(
                 f"Stopped after {sagents_settings.MAX_QUEUED_ROUNDS} queued turns in "
@@ -585,7 +589,13 @@ class Turn:
         for pause in (*ENDING_RETRIES, None):
             try:
                 next_run = await db(end_run)(
-                    self.scope, self.agent_run, status, error, usage, cost
+                    self.scope,
+                    self.agent_run,
+                    status,
+                    error,
+                    usage,
+                    cost,
+                    carry_own=not self.delivered,
                 )
                 break
             except Exception as exc:
@@ -652,15 +662,21 @@ def end_run(
     error: str,
     usage: TokenUsage,
     cost: Decimal | None,
+    *,
+    carry_own: bool = False,
 ) -> AgentRun | None:
     """End ``run`` and, in the same transaction, start the run of the messages
-    queued on it (handed to the executor after commit); that run, or None."""
+    queued on it (handed to the executor after commit); that run, or None.
+    ``carry_own``: the run ended before its own messages reached the state, so
+    the follow-up takes them first."""
     with transaction.atomic():
         locked = AgentRun.objects.select_for_update().get(pk=run.pk)
         services.finish_run(
             scope, run.pk, status=status, error=error, usage=usage, cost=cost
         )
-        follow = start_queued(scope, str(run.conversation_id), locked)
+        follow = start_queued(
+            scope, str(run.conversation_id), locked, carry_own=carry_own
+        )
         if follow is not None:
             from .executors import get_executor
 
@@ -668,12 +684,17 @@ def end_run(
         return follow
 
 
-def start_queued(scope: Scope, conversation_id: str, run: AgentRun) -> AgentRun | None:
-    """A run for the messages queued on ``run`` (which has ended), or None."""
+def start_queued(
+    scope: Scope, conversation_id: str, run: AgentRun, *, carry_own: bool = False
+) -> AgentRun | None:
+    """A run for the messages queued on ``run`` (which has ended), or None; with
+    ``carry_own``, ``run``'s own messages (which never reached the state) first."""
     meta = run.metadata if isinstance(run.metadata, dict) else {}
     queued = meta.get("queued") or []
     if not queued:
         return None
+    if carry_own:
+        queued = [*(meta.get("messages") or []), *queued]
     rounds = int(meta.get("round", 0)) + 1
     follow: dict[str, Any] = {
         "scope": meta.get("scope"),

@@ -84,7 +84,8 @@ def clean_text(value: Any, *, what: str, max_length: int, strip: bool = False) -
 
 def message_text(value: Any, *, what: str = "the message") -> str:
     """A person's message before a turn: a string with something in it, at most
-    ``MAX_MESSAGE_BYTES`` as stored JSON (UTF-8). Checked before any model call,
+    ``MAX_MESSAGE_BYTES`` as stored JSON (UTF-8), NULs and lone surrogates replaced
+    by U+FFFD. Checked before any model call,
     so an oversized or empty message costs nothing and writes nothing."""
     if not isinstance(value, str):
         raise InvalidInput(f"{what} must be a string, not {type(value).__name__}")
@@ -101,7 +102,9 @@ def message_text(value: Any, *, what: str = "the message") -> str:
         )
     if not value.strip():
         raise InvalidInput(f"{what} is empty")
-    return value
+    # NUL and lone surrogates cannot be stored (PostgreSQL refuses them, UTF-8 has
+    # no form for a lone surrogate): replaced, as everywhere the services store.
+    return storable(value)
 
 
 def clean_json(

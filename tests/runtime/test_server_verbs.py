@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
+from sagents_django import services
 from sagents_django.core import Message, State
 from sagents_django.exceptions import InvalidInput, RunConflict
 from sagents_django.models import AgentRun, DisplayMessage
@@ -194,3 +197,64 @@ async def test_turns_save_through_the_sites_persistence_classes(
     await follower.until("run_finished")
 
     assert CountingDisplay.saved == ["assistant"]
+
+
+async def dead_run(scope: Any, conversation: Any, *, running: bool) -> AgentRun:
+    """A run no process holds: never handed to an executor (the broker was down),
+    or claimed by a worker that died a minute ago."""
+    run = await sync_to_async(services.begin_run)(
+        scope,
+        conversation.pk,
+        trigger="message",
+        queued=True,
+        metadata={"scope": scope.to_dict(), "messages": [{"text": "lost"}]},
+    )
+    if running:
+        gone = timezone.now() - timedelta(minutes=1)
+        await AgentRun.objects.filter(pk=run.pk).aupdate(
+            status="running", started_at=gone, heartbeat_at=gone
+        )
+    return run
+
+
+@pytest.mark.parametrize("running", [False, True], ids=["never-started", "worker-died"])
+async def test_cancel_ends_a_run_no_process_holds_and_the_conversation_goes_on(
+    site: Any, running: bool
+) -> None:
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    run = await dead_run(scope, conversation, running=running)
+
+    assert await agent_server.acancel(scope, conversation.pk)
+    finished = await follower.until("run_finished")
+
+    assert finished["data"]["status"] == "cancelled"
+    await run.arefresh_from_db()
+    assert run.status == "cancelled"
+    [note] = [r async for r in DisplayMessage.objects.filter(conversation=conversation)]
+    assert note.content["text"] == "Agent execution cancelled."
+    # The conversation is free again.
+    site.script(reply("Back."))
+    await agent_server.aadd_message(scope, conversation.pk, "hello?")
+    assert (await follower.until("run_finished"))["data"]["status"] == "completed"
+
+
+async def test_cancel_of_a_living_turn_only_asks_it_to_stop(site: Any) -> None:
+    site.script(reply("word " * 100, chunks=100, delay=0.02))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    submission = await agent_server.aadd_message(scope, conversation.pk, "talk")
+    await follower.until("llm_deltas")
+
+    assert await agent_server.acancel(scope, conversation.pk)
+    finished = await follower.until("run_finished")
+
+    assert finished["data"]["run_id"] == submission.run_id
+    assert finished["data"]["status"] == "cancelled"
+    notes = [
+        r
+        async for r in DisplayMessage.objects.filter(
+            conversation=conversation, message_type="system"
+        )
+    ]
+    assert len(notes) == 1  # the turn's own note, not a second one
