@@ -16,10 +16,12 @@ class SagentsDjangoConfig(AppConfig):
 
         from sagents_django import conf
         from sagents_django.checks import (
+            check_channel_layer,
             check_sagents_settings,
             check_scope_resolves_owner,
         )
 
         checks.register(check_sagents_settings)
+        checks.register(check_channel_layer)
         checks.register(check_scope_resolves_owner)
         setting_changed.connect(conf.reset_on_setting_changed)

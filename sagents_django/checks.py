@@ -14,6 +14,8 @@ fails ``manage.py check`` instead of every turn:
 - E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
   them cannot be imported or is not a class
 - W001 a key this version does not know (a typo, usually)
+- W002 Channels is installed but no channel layer is configured: the WebSocket
+  endpoints would have nothing to send through
 - E100 the scope class cannot resolve the conversation model's owner
 """
 
@@ -225,3 +227,27 @@ def _resolves_owner(cls: type) -> bool:
         if {"resolve_owner", "for_user"} & set(vars(klass)):
             return True
     return False
+
+
+def check_channel_layer(**kwargs: Any) -> list[checks.CheckMessage]:
+    """The sockets need a channel layer; without ``CHANNEL_LAYERS`` Channels has
+    none, and every live event would be lost."""
+    try:
+        import channels  # noqa: F401
+    except ImportError:
+        return []  # no sockets without Channels (the channels extra)
+    from django.conf import settings
+
+    if "default" in getattr(settings, "CHANNEL_LAYERS", {}):
+        return []
+    return [
+        checks.Warning(
+            "No channel layer is configured: the WebSocket endpoints and live events "
+            "of sagents_django need one.",
+            hint='One process: CHANNEL_LAYERS = {"default": {"BACKEND": '
+            '"channels.layers.InMemoryChannelLayer"}}; several (daphne and Celery '
+            'workers): "channels_redis.pubsub.RedisPubSubChannelLayer" with '
+            '"CONFIG": {"hosts": [REDIS_URL]}.',
+            id="sagents_django.W002",
+        )
+    ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,6 +33,8 @@ from sagents_django.models import AgentState
 from sagents_django.protocol import FrameError
 from sagents_django.runtime import agent_server, groups, layer, viewers
 from sagents_django.scope import Scope, scope_class
+
+logger = logging.getLogger(__name__)
 
 Handler = Callable[["AgentSocketConsumer", dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -54,6 +57,11 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
         # Accept first: a refusal before accepting is an HTTP 403 with no close
         # code, and clients should be told why.
         await self.accept()
+        if self.channel_layer is None:
+            # Nothing could reach this socket (check W002 says so at start-up).
+            logger.error("No channel layer: set CHANNEL_LAYERS for live events")
+            await self._close(protocol.CLOSE_NO_CHANNEL_LAYER)
+            return
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self._close(protocol.CLOSE_UNAUTHENTICATED)

@@ -16,13 +16,16 @@ from typing import Any, Final, Literal
 from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
 from sagents_django.services.validation import parse_uuid
 
+CLOSE_NO_CHANNEL_LAYER: Final = 1011
+"""The site has no channel layer (``CHANNEL_LAYERS``): no event could arrive."""
 CLOSE_UNAUTHENTICATED: Final = 4401
 """The socket has no signed-in user (no or an expired session)."""
 CLOSE_NOT_FOUND: Final = 4404
 """A frame named a conversation the user cannot see (someone else's or none)."""
 
-MAX_FRAME_BYTES: Final = 1024 * 1024
-"""Largest client frame (UTF-8 bytes of its text); larger ones are refused unread."""
+MAX_FRAME_BYTES: Final = 512 * 1024
+"""Largest client frame (UTF-8 bytes of its text); larger ones are refused unread.
+Below daphne's own limit (1 MiB), which drops the connection without a word."""
 MAX_SUBSCRIPTIONS: Final = 100
 """Conversations (and debug streams, counted apart) one socket may follow at once."""
 MAX_ID_CHARS: Final = 64

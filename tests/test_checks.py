@@ -244,3 +244,13 @@ def test_a_persistence_class_that_cannot_be_used_fails_e019(
         [message] = sagents_messages()
     assert message.id == "sagents_django.E019"
     assert key in message.msg and path in message.msg
+
+
+def test_no_channel_layer_is_a_warning_that_says_what_to_add() -> None:
+    with override_settings(CHANNEL_LAYERS={}):
+        [warning] = [m for m in checks.run_checks() if m.id == "sagents_django.W002"]
+    assert "InMemoryChannelLayer" in warning.hint
+    with override_settings(
+        CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    ):
+        assert not [m for m in checks.run_checks() if m.id == "sagents_django.W002"]

@@ -618,7 +618,7 @@ class Turn:
                 "status": status,
                 "error": error,
                 "usage": usage.to_dict(),
-                "cost": None if cost is None else str(cost),
+                "cost": None if cost is None else f"{cost.normalize():f}",
                 # The run of messages queued meanwhile, already created: a client
                 # never sees a moment with neither run active.
                 "next_run_id": str(next_run.pk) if next_run is not None else None,

@@ -93,6 +93,17 @@ async def test_an_anonymous_socket_is_closed_with_4401() -> None:
     assert await sock.closed() == protocol.CLOSE_UNAUTHENTICATED
 
 
+async def test_a_site_without_a_channel_layer_closes_the_socket_with_1011(
+    settings: Any,
+) -> None:
+    from django.contrib.auth.models import AnonymousUser
+
+    settings.CHANNEL_LAYERS = {}
+    sock = await connect(AnonymousUser())
+
+    assert await sock.closed() == protocol.CLOSE_NO_CHANNEL_LAYER
+
+
 @pytest.mark.parametrize(
     "action, fields",
     [
