@@ -68,6 +68,7 @@ DATABASES = {
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 SAGENTS = {
     "MODEL": "openai/fake-model",
     "MODEL_PARAMS": {"api_base": os.environ.get("FAKE_OPENAI_BASE_URL", ""), "api_key": "test"},
