@@ -44,13 +44,13 @@ def beat(run_id: Any) -> bool:
     )
 
 
-def fail_run(run_id: Any, error: str) -> bool:
-    """End an active run as an error (the last resort of a turn whose ending
-    failed); whether it was still active."""
+def end_plainly(run_id: Any, status: str, error: str) -> bool:
+    """End an active run with ``status``, its row alone (the last resort of a turn
+    whose full ending failed); whether it was still active."""
     pk = parse_uuid(run_id, what="run_id")
     return bool(
         AgentRun.objects.filter(pk=pk, status__in=ACTIVE_RUN_STATUSES).update(
-            status="error", error=error, finished_at=timezone.now()
+            status=status, error=error, finished_at=timezone.now()
         )
     )
 

@@ -244,7 +244,9 @@ class Turn:
         if self.setup_error is not None or self.agent is None:
             error = self.setup_error or RuntimeError("no agent")
             return await self._end_error(f"{type(error).__name__}: {error}")
-        if self.cancel.cancelled or await db(runs.beat)(self.run_id):
+        # The claim read the row: a cancel asked before it is seen here, one asked
+        # later reaches the turn by its control channel or its heartbeat.
+        if self.cancel.cancelled or self.agent_run.cancel_requested:
             return await self._finish(
                 "cancelled", CANCELLED_TEXT, TokenUsage(), note=True
             )
@@ -516,7 +518,7 @@ class Turn:
             logger.exception("Run %s could not end normally", self.run_id)
         for pause in (*ENDING_RETRIES, None):
             try:
-                await db(runs.fail_run)(self.run_id, error)
+                await db(runs.end_plainly)(self.run_id, "error", error)
                 break
             except Exception:
                 if pause is None:
@@ -603,6 +605,10 @@ class Turn:
                     await asyncio.sleep(pause)
                     continue
                 logger.exception("Could not end run %s", self.run_id)
+                # At least the run's own row, or the conversation stays held (the
+                # messages queued on it wait for the next message or a cancel).
+                with contextlib.suppress(Exception):
+                    await db(runs.end_plainly)(self.run_id, status, error)
                 with contextlib.suppress(Exception):
                     await db(record_failure)(
                         self.scope,
