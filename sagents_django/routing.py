@@ -1,7 +1,8 @@
 """WebSocket URL routes, included by the project's ASGI router.
 
-``ws/sagents/`` is the JSON protocol of docs/protocol.md. A host that wants it under
-a prefix of its own nests the list instead of copying it::
+``ws/sagents/`` is the JSON protocol of docs/protocol.md; ``ws/sagents/html/...``
+pushes HTML fragments to the chat pages (``sagents_django.ui.socket``). A host
+that wants them under a prefix of its own nests the list instead of copying it::
 
     URLRouter([path("myapp/", URLRouter(websocket_urlpatterns))])
 """
@@ -11,7 +12,20 @@ from __future__ import annotations
 from django.urls import URLPattern, path
 
 from sagents_django.consumers import AgentSocketConsumer
+from sagents_django.ui.socket import ChatPageConsumer
 
 websocket_urlpatterns: list[URLPattern] = [
     path("ws/sagents/", AgentSocketConsumer.as_asgi(), name="sagents-socket"),
+    path("ws/sagents/html/", ChatPageConsumer.as_asgi(), name="sagents-html-list"),
+    path(
+        "ws/sagents/html/<uuid:conversation_id>/",
+        ChatPageConsumer.as_asgi(),
+        name="sagents-html",
+    ),
+    path(
+        "ws/sagents/html/<uuid:conversation_id>/debug/",
+        ChatPageConsumer.as_asgi(),
+        kwargs={"debug": True},
+        name="sagents-html-debug",
+    ),
 ]

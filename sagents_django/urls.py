@@ -2,10 +2,26 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sagents_django import views
+from sagents_django.views import approvals, chat, conversations, files, inspector
 
 app_name = "sagents_django"
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", conversations.home, name="home"),
+    path("new/", conversations.new, name="new"),
+    path("inbox/", approvals.inbox, name="inbox"),
+    path("inbox/count/", approvals.inbox_count, name="inbox_count"),
+    path("c/<uuid:conversation_id>/", chat.conversation, name="conversation"),
+    path("c/<uuid:conversation_id>/older/", chat.older, name="older"),
+    path("c/<uuid:conversation_id>/send/", chat.send, name="send"),
+    path("c/<uuid:conversation_id>/stop/", chat.stop, name="stop"),
+    path("c/<uuid:conversation_id>/retry/", chat.retry, name="retry"),
+    path("c/<uuid:conversation_id>/decide/", approvals.decide, name="decide"),
+    path("c/<uuid:conversation_id>/rename/", conversations.rename, name="rename"),
+    path("c/<uuid:conversation_id>/delete/", conversations.delete, name="delete"),
+    path("c/<uuid:conversation_id>/files/", files.panel, name="files"),
+    path("c/<uuid:conversation_id>/files/open/", files.open_file, name="file"),
+    path("c/<uuid:conversation_id>/files/download/", files.download, name="download"),
+    path("c/<uuid:conversation_id>/files/upload/", files.upload, name="upload"),
+    path("c/<uuid:conversation_id>/inspect/", inspector.inspector, name="inspector"),
 ]

@@ -1,0 +1,152 @@
+/* sagents-django chat pages: the little the server cannot do.
+ * Rows keyed by id (no doubles after a resync), resync on every socket open,
+ * Enter to send, form errors shown, JSON checked before an edit is sent,
+ * older history on scroll. No inline script anywhere: the CSP forbids it. */
+(function () {
+  "use strict";
+
+  var ROW = /^sg-msg-(\d+)$/;
+
+  function scroller() { return document.getElementById("sg-scroller"); }
+
+  function nearBottom() {
+    var s = scroller();
+    return !s || s.scrollHeight - s.scrollTop - s.clientHeight < 80;
+  }
+
+  function toBottom() {
+    var s = scroller();
+    if (s) { s.scrollTop = s.scrollHeight; }
+  }
+
+  function lastRowId() {
+    var list = document.getElementById("sg-messages");
+    var last = null;
+    if (!list) { return null; }
+    Array.prototype.forEach.call(list.children, function (child) {
+      var m = ROW.exec(child.id || "");
+      if (m && (last === null || Number(m[1]) > last)) { last = Number(m[1]); }
+    });
+    return last;
+  }
+
+  // A row the page already has is replaced where it stands, never appended again.
+  document.addEventListener("htmx:oobBeforeSwap", function (event) {
+    var d = event.detail;
+    var target = d.target;
+    if (!target || (target.id !== "sg-messages" && target.id !== "sg-debug")) { return; }
+    var fragment = d.fragment;
+    if (!fragment || !fragment.children) { return; }
+    Array.prototype.slice.call(fragment.children).forEach(function (child) {
+      if (!child.id || child.id === target.id) { return; }
+      var existing = document.getElementById(child.id);
+      if (existing && !fragment.contains(existing)) { existing.replaceWith(child); }
+    });
+  });
+
+  var stick = true;
+  document.addEventListener("htmx:wsBeforeMessage", function () { stick = nearBottom(); });
+  document.addEventListener("htmx:wsAfterMessage", function () { if (stick) { toBottom(); } });
+
+  function setConnection(text) {
+    var conn = document.getElementById("sg-conn");
+    if (conn) { conn.textContent = text; }
+    var chat = document.getElementById("sg-chat");
+    if (chat) { chat.classList.toggle("sg-offline", text !== ""); }
+  }
+
+  // Every (re)open asks the server for what the page may have missed.
+  document.addEventListener("htmx:wsOpen", function (event) {
+    setConnection("");
+    var chat = document.getElementById("sg-chat");
+    if (!chat) { return; }
+    event.detail.socketWrapper.send(JSON.stringify({ action: "resync", after: lastRowId() }));
+  });
+  document.addEventListener("htmx:wsClose", function (event) {
+    var code = event.detail.event && event.detail.event.code;
+    if (code === 4401 || code === 4404) { setConnection("This conversation is not available."); }
+    else { setConnection("Connection lost: reconnecting…"); }
+  });
+
+  // Forms: errors shown beside the form, cleared and reset on success.
+  function errorBox(form) { return form && form.querySelector(".sg-form-error"); }
+  document.addEventListener("htmx:responseError", function (event) {
+    var form = event.detail.elt.closest ? event.detail.elt.closest("form") : null;
+    var box = errorBox(form);
+    if (box) { box.textContent = event.detail.xhr.responseText || "Something went wrong."; }
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var elt = event.detail.elt;
+    if (!event.detail.successful || !elt || elt.tagName !== "FORM") { return; }
+    var box = errorBox(elt);
+    if (box) { box.textContent = ""; }
+    if (elt.hasAttribute("data-reset")) { elt.reset(); }
+  });
+
+  // Enter sends, Shift+Enter adds a line (not while an input method composes).
+  document.addEventListener("keydown", function (event) {
+    var t = event.target;
+    if (!t || t.id !== "sg-text" || event.key !== "Enter" || event.shiftKey || event.isComposing) { return; }
+    event.preventDefault();
+    if (t.value.trim() !== "" && t.form) { t.form.requestSubmit(); }
+  });
+
+  // Edited arguments must be a JSON object before the form can be sent.
+  function checkJson(area) {
+    var fieldset = area.closest("fieldset");
+    var chosen = fieldset && fieldset.querySelector("input[type=radio]:checked");
+    var message = "";
+    if (chosen && chosen.value === "edit") {
+      try {
+        var value = JSON.parse(area.value);
+        if (value === null || typeof value !== "object" || Array.isArray(value)) {
+          message = "The arguments must be a JSON object.";
+        }
+      } catch (e) { message = "Not valid JSON: " + e.message; }
+    }
+    area.setCustomValidity(message);
+    return message === "";
+  }
+  function checkAll(root) {
+    var ok = true;
+    Array.prototype.forEach.call(root.querySelectorAll(".sg-json-input"), function (a) {
+      if (!checkJson(a)) { ok = false; a.reportValidity(); }
+    });
+    return ok;
+  }
+  document.addEventListener("input", function (event) {
+    if (event.target.classList && event.target.classList.contains("sg-json-input")) { checkJson(event.target); }
+  });
+  document.addEventListener("change", function (event) {
+    var fs = event.target.closest && event.target.closest("fieldset.sg-request");
+    if (fs) { checkAll(fs); }
+  });
+  document.addEventListener("submit", function (event) {
+    if (event.target.classList && event.target.classList.contains("sg-approval") && !checkAll(event.target)) {
+      event.preventDefault();
+      event.stopPropagation();
+    }
+  }, true);
+
+  // Older history loads when the list is scrolled to its top.
+  var loading = false;
+  document.addEventListener("scroll", function (event) {
+    var s = event.target;
+    if (!s || s.id !== "sg-scroller" || loading || s.scrollTop > 40) { return; }
+    var older = document.getElementById("sg-older");
+    if (older && window.htmx) { loading = true; window.htmx.trigger(older, "click"); }
+  }, true);
+  var before = 0;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    if (event.detail.elt.id === "sg-older") { before = scroller().scrollHeight; }
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (event.detail.elt && event.detail.elt.id === "sg-older" || loading) {
+      var s = scroller();
+      if (s && before) { s.scrollTop += s.scrollHeight - before; before = 0; }
+      loading = false;
+    }
+  });
+
+  document.addEventListener("DOMContentLoaded", toBottom);
+})();

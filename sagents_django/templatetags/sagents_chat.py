@@ -1,0 +1,113 @@
+"""The chat UI's pieces as template tags a host site drops into its own pages.
+
+::
+
+    {% load sagents_chat %}
+    {% sagents_assets %}                       in <head>: our CSS, htmx, our JS
+    {% sagents_chat_box conversation %}        the whole live chat of a conversation
+    {% sagents_message_list conversation %}    the transcript only
+    {% sagents_todo_panel conversation %}      the agent's plan
+    {% sagents_file_panel conversation %}      the agent's files (open, upload)
+    {% sagents_approval_inbox %}               every approval waiting for the user
+    {% sagents_inbox_count %}                  the header badge
+    {{ text|sagents_markdown }}                sanitized markdown
+
+Each renders a template of the same name under ``sagents_django/partials/``
+(``chat_box.html``, ``message_list.html`` ...); a site overrides one by putting a
+template of that name first in its template directories. A tag given a
+conversation reads it with the request's scope, so a host page can only show
+what the signed-in user may see. One chat box per page (element ids are fixed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.template.context import Context
+from django.template.loader import render_to_string
+from django.utils.safestring import SafeString
+
+from sagents_django.scope import get_scope
+from sagents_django.ui import approvals
+from sagents_django.ui.context import Chat
+from sagents_django.ui.markdown import render_markdown
+from sagents_django.ui.transcript import dom_id
+
+register = template.Library()
+
+
+def _chat(context: Context, target: Any) -> Chat:
+    if isinstance(target, Chat):
+        return target
+    request = context["request"]
+    scope = get_scope(request)
+    if not hasattr(target, "pk"):
+        from sagents_django import services
+
+        target = services.get_conversation_or_404(scope, target)
+    else:
+        # A host passing a conversation object still gets only what the user owns.
+        from sagents_django import services
+
+        target = services.get_conversation_or_404(scope, target.pk)
+    return Chat(scope, target)
+
+
+def _render(context: Context, name: str, **extra: Any) -> SafeString:
+    flat = context.flatten()
+    flat.update(extra)
+    return render_to_string(
+        f"sagents_django/partials/{name}.html", flat, request=context.get("request")
+    )
+
+
+@register.simple_tag(takes_context=True)
+def sagents_assets(context: Context) -> SafeString:
+    return _render(context, "assets")
+
+
+@register.simple_tag(takes_context=True)
+def sagents_chat_box(context: Context, conversation: Any) -> SafeString:
+    return _render(context, "chat_box", chat=_chat(context, conversation))
+
+
+@register.simple_tag(takes_context=True)
+def sagents_message_list(context: Context, conversation: Any) -> SafeString:
+    return _render(context, "message_list", chat=_chat(context, conversation))
+
+
+@register.simple_tag(takes_context=True)
+def sagents_todo_panel(context: Context, conversation: Any) -> SafeString:
+    return _render(context, "todo_panel", chat=_chat(context, conversation))
+
+
+@register.simple_tag(takes_context=True)
+def sagents_file_panel(context: Context, conversation: Any) -> SafeString:
+    return _render(context, "file_panel", chat=_chat(context, conversation))
+
+
+@register.simple_tag(takes_context=True)
+def sagents_approval_inbox(context: Context) -> SafeString:
+    scope = get_scope(context["request"])
+    return _render(context, "approval_inbox", pending=approvals.inbox(scope))
+
+
+@register.simple_tag(takes_context=True)
+def sagents_inbox_count(context: Context) -> SafeString:
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return SafeString("")
+    count = approvals.inbox_count(get_scope(request))
+    return _render(context, "inbox_count", inbox_count=count)
+
+
+@register.filter
+def sagents_markdown(text: Any) -> SafeString:
+    return render_markdown(text)
+
+
+@register.filter
+def sg_dom_id(value: Any) -> str:
+    return dom_id(value)

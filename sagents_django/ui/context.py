@@ -1,0 +1,109 @@
+"""One conversation as the chat page shows it: rows, status, todos, files...
+
+``Chat`` computes each part on first use, so a template tag that draws only the
+todo panel reads only the todos. The views, the template tags and the HTML socket
+all build their fragments from it.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from sagents_django import services
+from sagents_django.conf import sagents_settings
+from sagents_django.models import AgentRun, DisplayMessage
+from sagents_django.runtime import agent_server
+from sagents_django.scope import Scope
+
+from . import approvals, files, transcript
+
+PAGE_SIZE = 100
+"""Rows of history a page shows; older ones load on scroll (cursor ``before``)."""
+MAX_RUNS_SHOWN = 50
+
+
+class Chat:
+    """What the chat page of ``conversation`` shows to ``scope``."""
+
+    def __init__(
+        self,
+        scope: Scope,
+        conversation: Any,
+        *,
+        before: Any = None,
+        page_size: int = PAGE_SIZE,
+    ) -> None:
+        self.scope = scope
+        self.conversation = conversation
+        self.before = before
+        self.page_size = page_size
+
+    @property
+    def pk(self) -> str:
+        return str(self.conversation.pk)
+
+    @cached_property
+    def status(self) -> str:
+        return str(agent_server.get_status(self.scope, self.conversation.pk))
+
+    @property
+    def running(self) -> bool:
+        return self.status == "running"
+
+    @cached_property
+    def rows(self) -> list[DisplayMessage]:
+        # One more than a page tells whether older rows exist.
+        rows = services.load_display_messages(
+            self.scope,
+            self.conversation.pk,
+            limit=self.page_size + 1,
+            before=self.before,
+        )
+        return rows
+
+    @property
+    def has_older(self) -> bool:
+        return len(self.rows) > self.page_size
+
+    @cached_property
+    def page_rows(self) -> list[DisplayMessage]:
+        return self.rows[1:] if self.has_older else self.rows
+
+    @property
+    def older_cursor(self) -> int | None:
+        return self.page_rows[0].pk if self.has_older and self.page_rows else None
+
+    @cached_property
+    def entries(self) -> list[transcript.Entry]:
+        rows = self.page_rows
+        extra = transcript.tool_results_for(self.conversation.pk, rows)
+        return transcript.entries(rows, results=extra, status=self.status)
+
+    @cached_property
+    def todos(self) -> list[Any]:
+        return services.load_todos(self.scope, self.conversation.pk)
+
+    @cached_property
+    def files(self) -> list[files.FileRow]:
+        return files.tree(self.conversation)
+
+    @cached_property
+    def approvals(self) -> list[approvals.Request]:
+        return approvals.pending_for(self.scope, self.conversation.pk)
+
+    @cached_property
+    def runs(self) -> list[AgentRun]:
+        return list(
+            AgentRun.objects.filter(conversation_id=self.conversation.pk)
+            .exclude(status__in=("queued",))
+            .order_by("created_at")[:MAX_RUNS_SHOWN]
+        )
+
+    @property
+    def double_text(self) -> str:
+        return str(sagents_settings.DOUBLE_TEXT)
+
+    @property
+    def title(self) -> str:
+        return str(self.conversation.title or "")

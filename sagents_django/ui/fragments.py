@@ -1,0 +1,271 @@
+"""Agent events as HTML fragments for the htmx WebSocket extension.
+
+Each event becomes one frame of elements carrying ``hx-swap-oob``: a new row is
+appended to ``#sg-messages`` (the page's script swaps it in place instead when the
+page already has a row of that id, so a row sent twice is shown once), a changed
+row replaces its element, panels (status, plan, files, usage, title, approvals)
+are replaced whole from the database. Streamed text is appended escaped to
+``#sg-stream-text`` and cleared when the finished message's row arrives.
+
+Everything here runs in a worker thread (it reads the database) and renders the
+same partial templates as the page, with autoescaping: no model text is marked
+safe except markdown that went through the sanitizer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.template.loader import render_to_string
+from django.utils.html import escape, format_html
+
+from sagents_django import services
+from sagents_django.models import DisplayMessage
+from sagents_django.scope import Scope
+
+from . import transcript
+from .approvals import inbox_count
+from .context import Chat
+
+RECENT_ROWS = 30
+"""Rows re-sent on every resync: they cover rows changed while the page was away."""
+MAX_RESYNC_ROWS = 200
+"""More missed rows than this: the whole list is replaced instead."""
+
+
+def _partial(name: str, **context: Any) -> str:
+    return render_to_string(f"sagents_django/partials/{name}.html", context)
+
+
+def _append(html: str, target: str = "sg-messages", how: str = "beforeend") -> str:
+    return f'<div hx-swap-oob="{how}:#{target}">{html}</div>'
+
+
+def rows_html(chat: Chat, rows: list[DisplayMessage], *, oob: bool = False) -> str:
+    extra = transcript.tool_results_for(chat.conversation.pk, rows)
+    items = transcript.entries(rows, results=extra, status=chat.status)
+    return "".join(_partial("message", e=e, chat=chat, oob=oob) for e in items)
+
+
+def clear_stream() -> str:
+    return _partial("stream", oob=True)
+
+
+def panels(chat: Chat) -> str:
+    """Status, send note, approvals, usage: what changes with the run."""
+    return "".join(
+        [
+            _partial("status", chat=chat, oob=True),
+            _partial("send_note", chat=chat, oob=True),
+            _partial(
+                "approval_form",
+                requests=chat.approvals,
+                conversation=chat.conversation,
+                oob=True,
+            ),
+            _partial("usage", chat=chat, oob=True),
+            _partial("inbox_count", inbox_count=inbox_count(chat.scope), oob=True),
+        ]
+    )
+
+
+def resync(scope: Scope, conversation_id: str, after: Any) -> str:
+    """Everything the page may have missed since row ``after`` (None: all)."""
+    conversation = services.get_conversation(scope, conversation_id)
+    if conversation is None:
+        return ""
+    chat = Chat(scope, conversation)
+    missed: list[DisplayMessage] | None = None
+    if after is not None:
+        try:
+            missed = services.load_display_messages(
+                scope, conversation.pk, after=after, limit=MAX_RESYNC_ROWS + 1
+            )
+        except services.conversations.InvalidInput:
+            missed = None
+    parts: list[str] = []
+    if missed is None or len(missed) > MAX_RESYNC_ROWS:
+        list_html = "".join(_partial("message", e=e, chat=chat) for e in chat.entries)
+        parts.append(
+            f'<div id="sg-messages" class="sg-messages" aria-label="Messages" '
+            f'role="log" hx-swap-oob="true">{list_html}</div>'
+        )
+    else:
+        recent = services.load_display_messages(
+            scope, conversation.pk, limit=RECENT_ROWS
+        )
+        seen = {row.pk for row in recent}
+        rows = recent + [row for row in missed if row.pk not in seen]
+        rows.sort(key=lambda row: (row.inserted_at, row.sequence, row.pk))
+        parts.append(_append(rows_html(chat, rows)))
+    if not chat.running:
+        parts.append(clear_stream())
+    parts.append(panels(chat))
+    parts.append(_partial("todo_panel", chat=chat, oob=True))
+    parts.append(_partial("file_panel", chat=chat, oob=True))
+    parts.append(_partial("title", conversation=conversation, oob=True))
+    return "".join(parts)
+
+
+def for_event(scope: Scope, message: dict[str, Any]) -> str:
+    """The fragment of one ``agent.event`` message ("" when the page shows
+    nothing of it)."""
+    cid = str(message.get("conversation"))
+    event = message.get("event")
+    data = message.get("data") if isinstance(message.get("data"), dict) else {}
+    subagent = message.get("subagent")
+    if subagent:
+        return _subagent(subagent, event, data)
+    if event == "llm_deltas":
+        return _deltas(data)
+    conversation = services.get_conversation(scope, cid)
+    if conversation is None:
+        return ""
+    chat = Chat(scope, conversation)
+    if event in ("display_message_saved", "display_message_updated", "message_queued"):
+        return _row(chat, data, updated=event == "display_message_updated")
+    if event == "llm_message":
+        return clear_stream()
+    if event in ("status_changed", "run_finished"):
+        parts = [panels(chat)]
+        if not chat.running:
+            parts.append(clear_stream())
+        if chat.status == "error":
+            recent = services.load_display_messages(scope, conversation.pk, limit=3)
+            parts.append(rows_html(chat, recent, oob=True))
+        return "".join(parts)
+    if event == "run_started":
+        recent = services.load_display_messages(
+            scope, conversation.pk, limit=RECENT_ROWS
+        )
+        return panels(chat) + rows_html(chat, recent, oob=True)
+    if event == "todos_updated":
+        return _partial("todo_panel", chat=_TodoChat(chat, data), oob=True)
+    if event in ("file_updated", "file_deleted"):
+        return _partial("file_panel", chat=chat, oob=True)
+    if event == "conversation_title_generated":
+        return _partial("title", conversation=conversation, oob=True) + _partial(
+            "title_text", conversation=conversation, oob=True
+        )
+    if event == "agent_state_update":
+        return resync(scope, cid, None)
+    return ""
+
+
+def for_list_event(scope: Scope, message: dict[str, Any]) -> str:
+    """The conversation list only shows titles and the approvals badge."""
+    event = message.get("event")
+    if message.get("subagent"):
+        return ""
+    if event == "conversation_title_generated":
+        conversation = services.get_conversation(scope, message.get("conversation"))
+        if conversation is None:
+            return ""
+        return _partial("title_text", conversation=conversation, oob=True)
+    if event == "status_changed":
+        return _partial("inbox_count", inbox_count=inbox_count(scope), oob=True)
+    return ""
+
+
+def for_debug_event(message: dict[str, Any]) -> str:
+    text = json.dumps(
+        {"event": message.get("event"), "data": message.get("data")},
+        ensure_ascii=False,
+        default=str,
+    )
+    if len(text) > 4000:
+        text = text[:4000] + "…"
+    return _append(format_html("<li><pre>{}</pre></li>", text), "sg-debug")
+
+
+class _TodoChat:
+    """A chat whose todos come from the event (the newest list)."""
+
+    def __init__(self, chat: Chat, data: dict[str, Any]) -> None:
+        self.chat = chat
+        todos = data.get("todos")
+        self.todos = [
+            {"content": str(t.get("content", "")), "status": str(t.get("status", ""))}
+            for t in (todos if isinstance(todos, list) else [])
+            if isinstance(t, dict)
+        ]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.chat, name)
+
+
+def _row(chat: Chat, data: dict[str, Any], *, updated: bool) -> str:
+    row_json = data.get("display_message")
+    if not isinstance(row_json, dict):
+        return ""
+    try:
+        pk = int(row_json.get("id"))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return ""
+    row = DisplayMessage.objects.filter(
+        pk=pk, conversation_id=chat.conversation.pk
+    ).first()
+    if row is None:
+        return ""
+    parts: list[str] = []
+    if row.content_type == "tool_result":
+        call = DisplayMessage.objects.filter(
+            conversation_id=chat.conversation.pk,
+            content_type="tool_call",
+            tool_call_id=transcript.call_id_of(row),
+        ).first()
+        if call is not None:
+            card, marker = transcript.entries([call, row], status=chat.status)
+            parts.append(_partial("message", e=card, chat=chat, oob=True))
+            parts.append(_append(_partial("message", e=marker, chat=chat)))
+            return "".join(parts)
+    html = rows_html(chat, [row], oob=updated)
+    parts.append(html if updated else _append(html))
+    if row.message_type == "assistant" and row.content_type == "text":
+        parts.append(clear_stream())
+    return "".join(parts)
+
+
+def _deltas(data: dict[str, Any]) -> str:
+    deltas = data.get("deltas")
+    text, thinking = [], []
+    for delta in deltas if isinstance(deltas, list) else []:
+        if not isinstance(delta, dict):
+            continue
+        if isinstance(delta.get("content"), str):
+            text.append(delta["content"])
+        if isinstance(delta.get("thinking"), str):
+            thinking.append(delta["thinking"])
+    parts = []
+    if text:
+        parts.append(_append(escape("".join(text)), "sg-stream-text"))
+    if thinking:
+        parts.append(_append(escape("".join(thinking)), "sg-stream-thinking"))
+    return "".join(parts)
+
+
+def _subagent(tag: Any, event: Any, data: dict[str, Any]) -> str:
+    """A sub-agent's own work, drawn inside its task card."""
+    call_id = tag.get("task_call_id") if isinstance(tag, dict) else None
+    if not call_id:
+        return ""
+    target = f"sg-sub-{transcript.dom_id(call_id)}"
+    if event == "llm_deltas":
+        deltas = data.get("deltas")
+        text = "".join(
+            d["content"]
+            for d in (deltas if isinstance(deltas, list) else [])
+            if isinstance(d, dict) and isinstance(d.get("content"), str)
+        )
+        return _append(escape(text), target) if text else ""
+    if event == "tool_execution_update":
+        line = format_html(
+            '<div class="sg-sub-tool">{} · {}</div>',
+            str(data.get("name", "tool")),
+            str(data.get("status", "")),
+        )
+        return _append(line, target)
+    if event == "llm_message":
+        return _append('<hr class="sg-sub-break">', target)
+    return ""

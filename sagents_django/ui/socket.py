@@ -1,0 +1,175 @@
+"""The chat pages' WebSocket: agent events pushed as HTML fragments.
+
+``ws/sagents/html/<conversation>/`` follows one conversation for its page (the
+socket is a viewer, like one of the JSON protocol); ``ws/sagents/html/`` follows
+the user's newest conversations for the list page (live titles and the approvals
+badge; not a viewer: a list is not watching a turn); ``.../<conversation>/debug/``
+is the inspector's debug stream (staff). Authorization is the JSON consumer's:
+no signed-in user closes with 4401, a conversation outside the user's scope with
+4404, before anything of it is sent.
+
+The database is the truth (invariant 1): the page's script asks for a resync each
+time the socket opens (``{"action": "resync", "after": <last row id>}``), and a gap
+in ``seq`` (the channel layer drops what it cannot deliver) triggers the same
+resync from here. Rows are keyed by id, so a resync never doubles one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+from sagents_django import protocol, services
+from sagents_django.exceptions import InvalidInput, NotFound
+from sagents_django.runtime import agent_server, groups, layer, viewers
+from sagents_django.scope import Scope, scope_class
+
+from . import fragments
+
+LIST_FOLLOWED = 20
+"""Conversations the list page follows (its newest ones)."""
+MAX_CLIENT_FRAME = 1024
+
+
+class ChatPageConsumer(AsyncWebsocketConsumer):
+    conversation: str | None = None
+    debug = False
+    followed: list[str]
+    agent_scope: Scope | None = None
+    last_seq: int | None = None
+    closed = False
+    refresher: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        self.followed = []
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self._close(protocol.CLOSE_UNAUTHENTICATED)
+            return
+        kwargs = self.scope["url_route"]["kwargs"]
+        self.debug = bool(kwargs.get("debug"))
+        scope = await database_sync_to_async(scope_class().for_user)(user)
+        self.agent_scope = scope
+        cid = kwargs.get("conversation_id")
+        try:
+            if cid is None:
+                await self._follow_list(scope)
+            elif self.debug:
+                if not user.is_staff:
+                    await self._close(protocol.CLOSE_NOT_FOUND)
+                    return
+                await agent_server.asubscribe_debug(scope, cid, self.channel_name)
+                self.conversation = str(cid)
+            else:
+                await agent_server.asubscribe(scope, cid, self.channel_name)
+                self.conversation = str(cid)
+                self.refresher = asyncio.ensure_future(self._refresh())
+        except (NotFound, InvalidInput):
+            await self._close(protocol.CLOSE_NOT_FOUND)
+
+    async def _follow_list(self, scope: Scope) -> None:
+        rows = await database_sync_to_async(services.list_conversations)(
+            scope, limit=LIST_FOLLOWED
+        )
+        for row in rows:
+            await layer.group_add(groups.conversation_group(row.pk), self.channel_name)
+            self.followed.append(str(row.pk))
+
+    async def _refresh(self) -> None:
+        """Renew the viewer entry while the page is open (entries expire)."""
+        while not self.closed and self.conversation is not None:
+            await asyncio.sleep(viewers.REFRESH_SECONDS)
+            await viewers.arefresh({self.conversation}, self.channel_name)
+
+    async def disconnect(self, code: int) -> None:
+        self.closed = True
+        if self.refresher is not None:
+            self.refresher.cancel()
+            with contextlib.suppress(BaseException):
+                await self.refresher
+        for cid in self.followed:
+            await layer.group_discard(groups.conversation_group(cid), self.channel_name)
+        if self.conversation is None:
+            return
+        if self.debug:
+            await layer.group_discard(
+                groups.debug_group(self.conversation), self.channel_name
+            )
+        else:
+            await layer.group_discard(
+                groups.conversation_group(self.conversation), self.channel_name
+            )
+            await viewers.release(self.conversation, self.channel_name)
+
+    async def _close(self, code: int) -> None:
+        self.closed = True
+        await self.close(code=code)
+
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None
+    ) -> None:
+        """Only ``resync`` is understood; anything else is ignored (the page's
+        forms post over HTTP, where CSRF protects them)."""
+        if self.closed or self.conversation is None or self.debug:
+            return
+        if text_data is None or len(text_data) > MAX_CLIENT_FRAME:
+            return
+        try:
+            frame = json.loads(text_data)
+        except ValueError:
+            return
+        if not isinstance(frame, dict) or frame.get("action") != "resync":
+            return
+        after = frame.get("after")
+        if isinstance(after, str) and after.isdigit() and len(after) < 19:
+            after = int(after)
+        if isinstance(after, bool) or not isinstance(after, int) or after < 1:
+            after = None
+        await self._resync(after)
+
+    async def _resync(self, after: Any) -> None:
+        assert self.agent_scope is not None and self.conversation is not None
+        html = await database_sync_to_async(fragments.resync)(
+            self.agent_scope, self.conversation, after
+        )
+        if html and not self.closed:
+            await self.send(text_data=html)
+
+    async def agent_event(self, message: dict[str, Any]) -> None:
+        if self.closed or self.agent_scope is None:
+            return
+        if self.debug:
+            if message.get("debug"):
+                await self.send(text_data=fragments.for_debug_event(message))
+            return
+        if message.get("debug"):
+            return
+        if self.conversation is None:
+            html = await database_sync_to_async(fragments.for_list_event)(
+                self.agent_scope, message
+            )
+        else:
+            if message.get("conversation") != self.conversation:
+                return
+            seq = message.get("seq")
+            gap = (
+                isinstance(seq, int)
+                and self.last_seq is not None
+                and seq != self.last_seq + 1
+            )
+            if isinstance(seq, int):
+                self.last_seq = seq
+            if gap:
+                await self._resync(None)
+                return
+            html = await database_sync_to_async(fragments.for_event)(
+                self.agent_scope, message
+            )
+        if html and not self.closed:
+            await self.send(text_data=html)

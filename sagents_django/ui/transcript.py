@@ -1,0 +1,198 @@
+"""Display rows as the entries the chat page draws, each keyed by its row id.
+
+Every entry carries the id of the row it shows (``msg-<pk>`` in the page), so a row
+rendered by the page, pushed by the socket, or sent again after a reconnect replaces
+itself instead of appearing twice. A tool result is folded into the card of the call
+it answers (the card is re-rendered when the result arrives); the result's own row
+leaves an empty, hidden marker so the page still knows it has it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from django.utils.safestring import SafeString
+
+from sagents_django.admin.presentation import pretty_json
+from sagents_django.models import DISPLAY_STATUSES, MESSAGE_TYPES, DisplayMessage
+
+from .markdown import render_markdown
+
+EntryKind = Literal["text", "thinking", "tool", "result", "error", "other"]
+
+
+@dataclass(kw_only=True, slots=True)
+class Entry:
+    """One block of the transcript."""
+
+    pk: int
+    """The display row's id: the element is ``msg-<pk>``."""
+    kind: EntryKind
+    role: str
+    status: str
+    inserted_at: Any = None
+    html: SafeString | str = ""
+    """Sanitized markdown of a text, thinking or error block."""
+    text: str = ""
+    """Plain text (pretty JSON for unknown content types)."""
+    tool_name: str = ""
+    call_id: str = ""
+    arguments: str = ""
+    result: str | None = None
+    result_pk: int | None = None
+    result_is_error: bool = False
+    folded: bool = False
+    """A tool result drawn inside its call's card (its own element stays empty)."""
+    queued: bool = False
+    """A person's message sent during a turn and not answered yet."""
+    subagent: bool = False
+    """A ``task`` call: the sub-agent's live work is drawn inside its card."""
+    retry: bool = False
+    """An error the person may retry (the last row of a failed turn)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def content_of(row: DisplayMessage) -> dict[str, Any]:
+    return row.content if isinstance(row.content, dict) else {"value": row.content}
+
+
+def call_id_of(row: DisplayMessage) -> str:
+    content = content_of(row)
+    key = "tool_call_id" if row.content_type == "tool_result" else "call_id"
+    return row.tool_call_id or _text(content.get(key))
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else pretty_json(value)
+
+
+def entries(
+    rows: Iterable[DisplayMessage],
+    *,
+    results: dict[str, DisplayMessage] | None = None,
+    status: str = "idle",
+) -> list[Entry]:
+    """Entries of ``rows`` (in display order). ``results`` adds tool results
+    answering calls on this page that the rows do not include; ``status`` is the
+    conversation's, which decides whether queued messages still wait and whether
+    the last error offers a retry."""
+    rows = list(rows)
+    answers: dict[str, DisplayMessage] = dict(results or {})
+    for row in rows:
+        if row.content_type == "tool_result":
+            answers.setdefault(call_id_of(row), row)
+    out = [entry(row, answers) for row in rows]
+    calls = {e.call_id for e in out if e.kind == "tool"}
+    for item in out:
+        if item.kind == "result" and item.call_id in calls:
+            item.folded = True
+    _mark_waiting(out, status)
+    return out
+
+
+def _mark_waiting(out: list[Entry], status: str) -> None:
+    # A queued message waits until something of the agent follows it.
+    answered = False
+    for item in reversed(out):
+        if item.role in ("assistant", "tool"):
+            answered = True
+        elif item.role == "user" and item.queued and answered:
+            item.queued = False
+    if status != "running":
+        for item in out:
+            item.queued = False
+    if status == "error" and out and out[-1].kind == "error":
+        out[-1].retry = True
+
+
+def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
+    content = content_of(row)
+    base: dict[str, Any] = {
+        "pk": row.pk,
+        "role": row.message_type if row.message_type in MESSAGE_TYPES else "other",
+        "status": row.status if row.status in DISPLAY_STATUSES else "other",
+        "inserted_at": row.inserted_at,
+    }
+    metadata = row.metadata if isinstance(row.metadata, dict) else {}
+    match row.content_type:
+        case "text":
+            text = _text(content.get("text"))
+            return Entry(
+                kind="text",
+                text=text,
+                html=render_markdown(text),
+                queued=bool(metadata.get("queued")) and row.message_type == "user",
+                **base,
+            )
+        case "thinking":
+            text = _text(content.get("text"))
+            return Entry(kind="thinking", text=text, html=render_markdown(text), **base)
+        case "error":
+            text = _text(content.get("text", content.get("message", "")))
+            return Entry(kind="error", text=text, html=render_markdown(text), **base)
+        case "tool_call":
+            call_id = call_id_of(row)
+            answer = answers.get(call_id)
+            name = _text(content.get("name"))
+            item = Entry(
+                kind="tool",
+                tool_name=name,
+                call_id=call_id,
+                arguments=pretty_json(content.get("arguments", {})),
+                subagent=name == "task",
+                **base,
+            )
+            if answer is not None:
+                _fold(item, answer)
+            return item
+        case "tool_result":
+            # Shown in its call's card; alone only when the call is not known.
+            return Entry(
+                kind="result",
+                tool_name=_text(content_of(row).get("name")),
+                call_id=call_id_of(row),
+                result=pretty_json(_text(content.get("content"))),
+                result_is_error=bool(content.get("is_error")) or row.status == "failed",
+                **base,
+            )
+        case _:
+            return Entry(kind="other", text=pretty_json(content), **base)
+
+
+def _fold(item: Entry, answer: DisplayMessage) -> None:
+    content = content_of(answer)
+    item.result = pretty_json(_text(content.get("content")))
+    item.result_pk = answer.pk
+    item.result_is_error = bool(content.get("is_error")) or answer.status == "failed"
+    if item.result_is_error and item.status == "completed":
+        item.status = "failed"
+
+
+def dom_id(value: Any) -> str:
+    """A short id for an element named after any string (a tool call id may hold
+    characters a CSS selector cannot)."""
+    import hashlib
+
+    return hashlib.sha256(str(value).encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def tool_results_for(
+    conversation_id: Any, rows: list[DisplayMessage]
+) -> dict[str, Any]:
+    """Results of the calls among ``rows`` that are outside ``rows`` (a page of
+    history cut between a call and its answer)."""
+    calls = {call_id_of(r) for r in rows if r.content_type == "tool_call"} - {""}
+    have = {call_id_of(r) for r in rows if r.content_type == "tool_result"}
+    missing = calls - have
+    if not missing:
+        return {}
+    found = DisplayMessage.objects.filter(
+        conversation_id=conversation_id,
+        content_type="tool_result",
+        tool_call_id__in=missing,
+    )
+    return {call_id_of(r): r for r in found}

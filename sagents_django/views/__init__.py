@@ -1,0 +1,14 @@
+"""The chat pages: thin views that call the services and ``agent_server``.
+
+One module per concept: ``conversations`` (the list, search, new, rename, delete),
+``chat`` (a conversation: read, send, stop, retry, older history), ``approvals``
+(decisions and the inbox), ``files`` (the file panel), ``inspector`` (staff).
+Every view takes the caller's scope from the request; another tenant's
+conversation is a 404, like one that does not exist.
+"""
+
+from __future__ import annotations
+
+from .conversations import home
+
+__all__ = ["home"]

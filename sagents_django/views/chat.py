@@ -1,0 +1,111 @@
+"""A conversation: read it, send, stop, retry, and page back through history.
+
+Sending is a plain form POST: with JavaScript off the browser is redirected back
+to the page (which shows the message, and the reply on reload); with htmx the
+request answers 204 and the socket brings the rows, so a row reaches the page
+exactly once whichever way it came.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_POST, require_safe
+
+from sagents_django.core import SagentsError
+from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
+from sagents_django.runtime import agent_server
+from sagents_django.security import csp
+from sagents_django.core.limits import MAX_MESSAGE_BYTES
+from sagents_django.ui.context import Chat
+
+from .common import done, owned
+
+
+def _cursor(request: HttpRequest) -> int | None | str:
+    raw = request.GET.get("before")
+    if raw is None or raw == "":
+        return None
+    if not raw.isdigit() or len(raw) > 19:
+        return "bad"
+    return int(raw)
+
+
+@csp
+@login_required
+@require_safe
+def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """The chat page; ``?before=<row id>`` shows the page of history before it."""
+    scope, found = owned(request, conversation_id)
+    before = _cursor(request)
+    if before == "bad":
+        return HttpResponse("before must be a message id", status=400)
+    chat = Chat(scope, found, before=before)
+    try:
+        chat.rows  # noqa: B018  (a cursor of another conversation is bad input)
+    except InvalidInput as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    return render(request, "sagents_django/conversation.html", {"chat": chat})
+
+
+@csp
+@login_required
+@require_safe
+def older(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """The rows before ``?before=`` (htmx swaps them in above the list)."""
+    scope, found = owned(request, conversation_id)
+    before = _cursor(request)
+    if before is None or before == "bad":
+        return HttpResponse("before must be a message id", status=400)
+    chat = Chat(scope, found, before=before)
+    try:
+        chat.rows  # noqa: B018
+    except InvalidInput as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    return render(request, "sagents_django/partials/older.html", {"chat": chat})
+
+
+@csp
+@login_required
+@require_POST
+def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    scope, found = owned(request, conversation_id)
+    text = request.POST.get("text", "")
+    if not text.strip():
+        return done(request, found, error="Write a message first.")
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
+        return done(request, found, error="That message is too long.")
+    try:
+        agent_server.add_message(scope, found.pk, text)
+    except RunConflict:
+        return done(
+            request, found, error="A turn is running: wait for it, then send again."
+        )
+    except Conflict:
+        return done(request, found, error="Answer the approval request first.")
+    except (InvalidInput, SagentsError) as exc:
+        return done(request, found, error=str(exc))
+    return done(request, found, status=204)
+
+
+@csp
+@login_required
+@require_POST
+def stop(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    scope, found = owned(request, conversation_id)
+    agent_server.cancel(scope, found.pk)
+    return done(request, found, status=204)
+
+
+@csp
+@login_required
+@require_POST
+def retry(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """Run the agent again on the stored state (after a failed turn)."""
+    scope, found = owned(request, conversation_id)
+    try:
+        agent_server.execute(scope, found.pk)
+    except (RunConflict, Conflict) as exc:
+        return done(request, found, error=str(exc))
+    return done(request, found, status=204)

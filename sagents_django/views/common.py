@@ -1,0 +1,49 @@
+"""What every chat view shares: the caller's conversation, and the answer to a
+form whether htmx sent it (a fragment) or a browser without JavaScript (a
+redirect back to the page, the Post/Redirect/Get pattern)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+
+from sagents_django import services
+from sagents_django.scope import Scope, get_scope
+
+
+def is_htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def owned(request: HttpRequest, conversation_id: Any) -> tuple[Scope, Any]:
+    """The caller's scope and conversation (Http404 for anyone else's)."""
+    scope = get_scope(request)
+    return scope, services.get_conversation_or_404(scope, conversation_id)
+
+
+def page_url(conversation: Any) -> str:
+    return reverse("sagents_django:conversation", args=[conversation.pk])
+
+
+def done(
+    request: HttpRequest,
+    conversation: Any,
+    *,
+    error: str = "",
+    fragment: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    """htmx: ``fragment`` (or nothing: the socket brings the change), with the
+    error as a 422 the page shows. A plain form: back to the conversation, the
+    error as a message."""
+    if is_htmx(request):
+        if error:
+            response = HttpResponse(error, status=422, content_type="text/plain")
+            return response
+        return HttpResponse(fragment, status=status)
+    if error:
+        messages.error(request, error, fail_silently=True)
+    return HttpResponseRedirect(page_url(conversation))
