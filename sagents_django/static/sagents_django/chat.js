@@ -58,6 +58,7 @@
   // Every (re)open asks the server for what the page may have missed.
   document.addEventListener("htmx:wsOpen", function (event) {
     setConnection("");
+    window.__sgOpen = (window.__sgOpen || 0) + 1;  // how many times it opened
     var chat = document.getElementById("sg-chat");
     if (!chat) { return; }
     event.detail.socketWrapper.send(JSON.stringify({ action: "resync", after: lastRowId() }));
@@ -66,6 +67,15 @@
     var code = event.detail.event && event.detail.event.code;
     if (code === 4401 || code === 4404) { setConnection("This conversation is not available."); }
     else { setConnection("Connection lost: reconnecting…"); }
+  });
+
+  // Forms the socket pushed (an approval form) were rendered without a request,
+  // so without a CSRF token: send the page's token as the header Django reads.
+  document.addEventListener("htmx:configRequest", function (event) {
+    var d = event.detail;
+    if (d.parameters && d.parameters.csrfmiddlewaretoken) { return; }
+    var any = document.querySelector("input[name=csrfmiddlewaretoken]");
+    if (any) { d.headers["X-CSRFToken"] = any.value; }
   });
 
   // Forms: errors shown beside the form, cleared and reset on success.

@@ -1,0 +1,182 @@
+"""A real browser against the site served by daphne, for the chat pages' tests.
+
+daphne serves the hosting project (a file SQLite database of this module, the
+in-memory channel layer, inline turns, the demo model paced so streaming shows)
+with ``tests.web.site_settings`` (write_file asks for approval). Debian's chromium
+runs headless through Playwright (never a downloaded browser); when it is missing
+the tests fail, never skip: CI installs it (.ci/run).
+
+No Django runs in the test process: the site's database is read with sqlite3, so
+Playwright's event loop never meets Django's async-safety check. Screenshots of
+every step go to ``test-artifacts/`` (gitignored) for people to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_readme_socket import free_port, wait_for_port
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PASSWORD = "correct horse battery staple"
+USERS = ("alice", "bob", "carol")
+
+SETUP = """
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+User = get_user_model()
+for name in %r:
+    User.objects.create_user(name, password=%r, is_staff=(name == "carol"))
+""" % (USERS, PASSWORD)
+
+
+class Site:
+    def __init__(self, url: str, database: Path, env: dict[str, str]) -> None:
+        self.url = url
+        self.ws = url.replace("http://", "ws://")
+        self.database = database
+        self.env = env
+
+    def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(self.database, timeout=20) as db:
+            return list(db.execute(sql, params))
+
+    def rows(self, conversation: str) -> list[int]:
+        return [
+            r[0]
+            for r in self.query(
+                "SELECT id FROM sagents_display_messages WHERE conversation_id = ? "
+                "ORDER BY inserted_at, sequence, id",
+                conversation.replace("-", ""),
+            )
+        ]
+
+    def python(self, code: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+
+def serve(folder: Path, *, delay_ms: int) -> Iterator[Site]:
+    database = folder / "db.sqlite3"
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(folder),
+        "PYTHONPATH": str(REPO),
+        "DJANGO_SETTINGS_MODULE": "tests.web.site_settings",
+        "DATABASE_URL": f"sqlite:///{database}",
+        "SAGENTS_DEMO_DELAY_MS": str(delay_ms),
+        "SAGENTS_EXECUTOR": "inline",
+    }
+    for name in ("LITELLM_LOCAL_MODEL_COST_MAP", "HF_HUB_OFFLINE"):
+        env[name] = "True" if name.startswith("LITELLM") else "1"
+    site = Site("", database, env)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=REPO,
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    site.python(SETUP)
+    port = free_port()
+    log = (folder / "daphne.log").open("wb")
+    daphne = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+        + ["project.asgi:application"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for_port(port, daphne)
+        site.url = f"http://127.0.0.1:{port}"
+        site.ws = f"ws://127.0.0.1:{port}"
+        yield site
+    finally:
+        daphne.terminate()
+        daphne.wait(timeout=30)
+        log.close()
+
+
+def launch() -> Any:
+    """Playwright and Debian's chromium: (playwright, browser)."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
+    from playwright.sync_api import sync_playwright
+
+    manager = sync_playwright().start()
+    browser = manager.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    return manager, browser
+
+
+def shot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    # caret="initial": hiding the caret injects a style the CSP (rightly) refuses.
+    page.screenshot(path=str(path), full_page=True, caret="initial")
+    return path
+
+
+def sign_in(page: Any, site: Site, user: str) -> None:
+    page.goto(f"{site.url}/accounts/login/")
+    page.get_by_label("Username").fill(user)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{site.url}/")
+
+
+def new_conversation(page: Any, site: Site, title: str = "") -> str:
+    page.goto(f"{site.url}/")
+    if title:
+        page.get_by_label("Title (optional)").fill(title)
+    page.get_by_role("button", name="New conversation").click()
+    page.wait_for_url("**/c/*/")
+    return page.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def wait_connected(page: Any) -> None:
+    """The page's socket is open (its first resync has replaced the status)."""
+    page.wait_for_function(
+        "() => { const c = document.querySelector('#sg-chat');"
+        " return c && !c.classList.contains('sg-offline') && window.__sgOpen }"
+    )
+
+
+def row_ids(page: Any) -> list[int]:
+    return json.loads(
+        page.evaluate(
+            "() => JSON.stringify(Array.from(document.querySelectorAll("
+            "'#sg-messages > [id^=sg-msg-]')).map(e => Number(e.id.slice(7))))"
+        )
+    )
