@@ -19,7 +19,7 @@ from django.http import QueryDict
 from sagents_django.admin.presentation import pretty_json
 from sagents_django.core.approvals import CustomInterrupt, interrupt_from_dict
 from sagents_django.core.exceptions import SerializationError
-from sagents_django.models import AgentState
+from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun, AgentState
 from sagents_django.scope import Scope
 from sagents_django.services.conversations import owned_conversations
 
@@ -80,10 +80,8 @@ def requests_of(interrupt_data: Any) -> list[Request]:
 
 def pending_for(scope: Scope, conversation_id: Any) -> list[Request]:
     value = (
-        AgentState.objects.filter(
-            conversation_id=conversation_id,
-            conversation__in=owned_conversations(scope).values("pk"),
-        )
+        _waiting(scope)
+        .filter(conversation_id=conversation_id)
         .values_list("state_data__state__interrupt_data", flat=True)
         .first()
     )
@@ -91,10 +89,18 @@ def pending_for(scope: Scope, conversation_id: Any) -> list[Request]:
 
 
 def _waiting(scope: Scope) -> Any:
-    return AgentState.objects.filter(
-        conversation__in=owned_conversations(scope).values("pk"),
-        state_data__state__interrupt_data__isnull=False,
-    ).exclude(state_data__state__interrupt_data=None)
+    # A resume already under way has answered the interrupt (its run clears it).
+    answered = AgentRun.objects.filter(status__in=ACTIVE_RUN_STATUSES).values(
+        "conversation_id"
+    )
+    return (
+        AgentState.objects.filter(
+            conversation__in=owned_conversations(scope).values("pk"),
+            state_data__state__interrupt_data__isnull=False,
+        )
+        .exclude(state_data__state__interrupt_data=None)
+        .exclude(conversation_id__in=answered)
+    )
 
 
 def inbox(scope: Scope, *, limit: int = 50) -> list[Pending]:

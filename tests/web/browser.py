@@ -180,3 +180,68 @@ def row_ids(page: Any) -> list[int]:
             "'#sg-messages > [id^=sg-msg-]')).map(e => Number(e.id.slice(7))))"
         )
     )
+
+
+class DroppingProxy:
+    """A TCP relay in front of daphne whose connections can be cut at once: the
+    browser then sees its socket die (close code 1006) as on a real network
+    drop, and reconnects through the relay."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+        import threading
+
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.sockets: list[Any] = []
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            with self.lock:
+                self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: Any, sink: Any) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                try:
+                    end.close()
+                except OSError:
+                    pass
+
+    def drop(self) -> None:
+        """Cut every open connection (sockets, keep-alive HTTP)."""
+        import socket
+
+        with self.lock:
+            sockets, self.sockets = self.sockets, []
+        for end in sockets:
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            end.close()
+
+    def close(self) -> None:
+        self.closed = True
+        self.listener.close()
+        self.drop()
