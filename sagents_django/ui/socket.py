@@ -46,11 +46,12 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
     refresher: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
+        # Subscribed before accepted: once the page sees the socket open, no event
+        # can slip between (its resync then covers everything before).
         self.followed = []
-        await self.accept()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self._close(protocol.CLOSE_UNAUTHENTICATED)
+            await self._refuse(protocol.CLOSE_UNAUTHENTICATED)
             return
         kwargs = self.scope["url_route"]["kwargs"]
         self.debug = bool(kwargs.get("debug"))
@@ -62,7 +63,7 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
                 await self._follow_list(scope)
             elif self.debug:
                 if not user.is_staff:
-                    await self._close(protocol.CLOSE_NOT_FOUND)
+                    await self._refuse(protocol.CLOSE_NOT_FOUND)
                     return
                 await agent_server.asubscribe_debug(scope, cid, self.channel_name)
                 self.conversation = str(cid)
@@ -71,7 +72,15 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
                 self.conversation = str(cid)
                 self.refresher = asyncio.ensure_future(self._refresh())
         except (NotFound, InvalidInput):
-            await self._close(protocol.CLOSE_NOT_FOUND)
+            await self._refuse(protocol.CLOSE_NOT_FOUND)
+            return
+        await self.accept()
+
+    async def _refuse(self, code: int) -> None:
+        # Accepted, then closed: a refusal before accepting is an HTTP 403 with
+        # no close code, and the page's script tells the person why.
+        await self.accept()
+        await self._close(code)
 
     async def _follow_list(self, scope: Scope) -> None:
         rows = await database_sync_to_async(services.list_conversations)(

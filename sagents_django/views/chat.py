@@ -14,16 +14,16 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 
 from sagents_django.core import SagentsError
+from sagents_django.core.limits import MAX_MESSAGE_BYTES
 from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
 from sagents_django.runtime import agent_server
 from sagents_django.security import csp
-from sagents_django.core.limits import MAX_MESSAGE_BYTES
 from sagents_django.ui.context import Chat
 
 from .common import done, owned
 
 
-def _cursor(request: HttpRequest) -> int | None | str:
+def _cursor(request: HttpRequest) -> int | str | None:
     raw = request.GET.get("before")
     if raw is None or raw == "":
         return None

@@ -132,7 +132,9 @@ def serve(folder: Path, *, delay_ms: int) -> Iterator[Site]:
 def launch() -> Any:
     """Playwright and Debian's chromium: (playwright, browser)."""
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)")
+        pytest.fail(
+            f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)"
+        )
     from playwright.sync_api import sync_playwright
 
     manager = sync_playwright().start()

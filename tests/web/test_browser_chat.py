@@ -50,9 +50,11 @@ def tab(chrome: Any) -> Iterator[Any]:
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on(
         "console",
-        lambda m: errors.append(f"{m.text} at {m.location} on {page.url}")
-        if m.type == "error" and "Content Security Policy" in m.text
-        else None,
+        lambda m: (
+            errors.append(f"{m.text} at {m.location} on {page.url}")
+            if m.type == "error" and "Content Security Policy" in m.text
+            else None
+        ),
     )
     yield page
     context.close()
@@ -151,9 +153,7 @@ def test_an_approval_given_from_the_inbox_resumes_the_turn_and_the_badge_follows
     shot(page, "09-resumed-from-inbox")
 
 
-def test_stop_ends_a_running_turn_and_keeps_what_it_said(
-    tab: Any, site: Site
-) -> None:
+def test_stop_ends_a_running_turn_and_keeps_what_it_said(tab: Any, site: Site) -> None:
     page = tab
     sign_in(page, site, "alice")
     cid = new_conversation(page, site, title="Stopped")

@@ -31,7 +31,7 @@ PAYLOADS = [
     "<img src=x onerror=\"window.__xss='img'\">",
     "[click me](javascript:window.__xss='link')",
     "<a href=\"javascript:window.__xss='a'\">a</a>",
-    "\" onmouseover=\"window.__xss='attr'\" x=\"",
+    '" onmouseover="window.__xss=\'attr\'" x="',
     "'><svg onload=window.__xss='svg'>",
     "</textarea><script>window.__xss='textarea'</script>",
     "<details open ontoggle=\"window.__xss='details'\">",
@@ -108,7 +108,9 @@ def clean(page: Any, dialogs: list[str]) -> None:
     assert dialogs == []
 
 
-def test_no_payload_of_the_corpus_runs_on_any_chat_page(chrome: Any, site: Site) -> None:
+def test_no_payload_of_the_corpus_runs_on_any_chat_page(
+    chrome: Any, site: Site
+) -> None:
     context = chrome.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(30_000)
     page = context.new_page()
@@ -146,9 +148,11 @@ def test_no_payload_of_the_corpus_runs_on_any_chat_page(chrome: Any, site: Site)
             )
             page.get_by_role("button", name="Upload", exact=True).click()
             page.locator("#sg-files li", has_text=f"{n}").first.wait_for()
-        site.python(INJECT.replace("sys.argv[1]", repr(cid)).replace(
-            "json.loads(sys.argv[2])", f"json.loads({json.dumps(PAYLOADS)!r})"
-        ))
+        site.python(
+            INJECT.replace("sys.argv[1]", repr(cid)).replace(
+                "json.loads(sys.argv[2])", f"json.loads({json.dumps(PAYLOADS)!r})"
+            )
+        )
         page.reload()
         wait_connected(page)
         clean(page, dialogs)

@@ -1,0 +1,176 @@
+"""The chat pages' socket (``ws/sagents/html/``): who may connect, and the
+fragments it pushes for events and resyncs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
+
+from sagents_django import services
+from sagents_django.routing import websocket_urlpatterns
+from sagents_django.runtime import groups, layer
+from sagents_django.runtime.publisher import display_message_json
+from sagents_django.scope import Scope
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def memory_layer(settings: Any) -> None:
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+    }
+
+
+async def connect(user: Any, path: str) -> tuple[WebsocketCommunicator, bool]:
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    return communicator, connected
+
+
+async def closed_with(communicator: WebsocketCommunicator) -> int | None:
+    output = await communicator.receive_output(5)
+    assert output["type"] == "websocket.close"
+    return output.get("code")
+
+
+@sync_to_async
+def person(name: str, *, staff: bool = False) -> tuple[Any, Scope, Any]:
+    user = get_user_model().objects.create_user(username=name, is_staff=staff)
+    scope = Scope.for_user(user)
+    return user, scope, services.create_conversation(scope, title=f"{name}'s")
+
+
+async def test_a_stranger_is_closed_with_4401() -> None:
+    _, _, conversation = await person("alice")
+    socket, _ = await connect(AnonymousUser(), f"/ws/sagents/html/{conversation.pk}/")
+    assert await closed_with(socket) == 4401
+
+
+async def test_another_users_conversation_closes_the_socket_with_4404() -> None:
+    _, _, conversation = await person("alice")
+    bob, _, _ = await person("bob", staff=True)
+    for path in (
+        f"/ws/sagents/html/{conversation.pk}/",
+        f"/ws/sagents/html/{conversation.pk}/debug/",
+    ):
+        socket, _ = await connect(bob, path)
+        assert await closed_with(socket) == 4404
+
+
+async def test_the_debug_stream_is_for_staff_only() -> None:
+    alice, _, conversation = await person("alice")
+    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/debug/")
+    assert await closed_with(socket) == 4404
+
+
+async def test_a_resync_sends_the_rows_after_the_pages_last_and_the_panels() -> None:
+    alice, scope, conversation = await person("alice")
+    first = await sync_to_async(services.append_text_message)(
+        scope, conversation.pk, "user", "first"
+    )
+    await sync_to_async(services.append_text_message)(
+        scope, conversation.pk, "assistant", "second <b>bold</b>"
+    )
+    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    await socket.send_to(text_data='{"action": "resync", "after": %d}' % first.pk)
+    html = await socket.receive_from(5)
+    await socket.disconnect()
+    assert 'hx-swap-oob="beforeend:#sg-messages"' in html
+    assert "second &lt;b&gt;bold&lt;/b&gt;" in html
+    for panel in ("sg-status", "sg-todos", "sg-files", "sg-approvals", "sg-title"):
+        assert f'id="{panel}"' in html
+
+
+@pytest.mark.parametrize(
+    "frame", ["not json", "[]", '{"action": "send", "text": "x"}', "x" * 5000]
+)
+async def test_other_client_frames_are_ignored(frame: str) -> None:
+    alice, _, conversation = await person("alice")
+    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    await socket.send_to(text_data=frame)
+    assert await socket.receive_nothing(0.3)
+    await socket.disconnect()
+
+
+async def test_events_become_fragments_rows_appended_and_text_escaped() -> None:
+    alice, scope, conversation = await person("alice")
+    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    row = await sync_to_async(services.append_text_message)(
+        scope, conversation.pk, "user", "<script>x</script>"
+    )
+    group = groups.conversation_group(conversation.pk)
+    base = {"type": "agent.event", "conversation": str(conversation.pk)}
+    await layer.group_send(
+        group,
+        {
+            **base,
+            "event": "display_message_saved",
+            "seq": 1,
+            "data": {"display_message": display_message_json(row)},
+        },
+    )
+    saved = await socket.receive_from(5)
+    await layer.group_send(
+        group,
+        {
+            **base,
+            "event": "llm_deltas",
+            "seq": 2,
+            "data": {"deltas": [{"content": "<img src=x onerror=alert(1)>"}]},
+        },
+    )
+    delta = await socket.receive_from(5)
+    await socket.disconnect()
+    assert f'id="sg-msg-{row.pk}"' in saved and "&lt;script&gt;" in saved
+    assert "<script>" not in saved
+    assert delta == (
+        '<div hx-swap-oob="beforeend:#sg-stream-text">'
+        "&lt;img src=x onerror=alert(1)&gt;</div>"
+    )
+
+
+async def test_a_gap_in_seq_resyncs_the_page_from_the_database() -> None:
+    alice, _, conversation = await person("alice")
+    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    group = groups.conversation_group(conversation.pk)
+    base = {"type": "agent.event", "conversation": str(conversation.pk)}
+    delta = {"deltas": [{"content": "a"}]}
+    await layer.group_send(
+        group, {**base, "event": "llm_deltas", "seq": 1, "data": delta}
+    )
+    await socket.receive_from(5)
+    await layer.group_send(
+        group, {**base, "event": "llm_deltas", "seq": 5, "data": delta}
+    )
+    html = await socket.receive_from(5)
+    await socket.disconnect()
+    assert 'id="sg-messages"' in html and 'id="sg-status"' in html
+
+
+async def test_the_list_page_hears_new_titles_of_the_users_conversations() -> None:
+    alice, scope, conversation = await person("alice")
+    socket, _ = await connect(alice, "/ws/sagents/html/")
+    await sync_to_async(services.update_conversation)(
+        scope, conversation.pk, title="Lake"
+    )
+    await layer.group_send(
+        groups.conversation_group(conversation.pk),
+        {
+            "type": "agent.event",
+            "conversation": str(conversation.pk),
+            "event": "conversation_title_generated",
+            "seq": 1,
+            "data": {"title": "Lake"},
+        },
+    )
+    html = await socket.receive_from(5)
+    await socket.disconnect()
+    assert f'id="sg-title-{conversation.pk}"' in html and ">Lake<" in html
