@@ -55,7 +55,7 @@ def _chat(context: Context, target: Any) -> Chat:
 
 
 def _render(context: Context, name: str, **extra: Any) -> SafeString:
-    flat = context.flatten()
+    flat: dict[str, Any] = {str(k): v for k, v in context.flatten().items()}
     flat.update(extra)
     return render_to_string(
         f"sagents_django/partials/{name}.html", flat, request=context.get("request")
@@ -97,7 +97,7 @@ def sagents_approval_inbox(context: Context) -> SafeString:
 def sagents_inbox_count(context: Context) -> SafeString:
     request = context.get("request")
     user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated:
+    if request is None or user is None or not user.is_authenticated:
         return SafeString("")
     count = approvals.inbox_count(get_scope(request))
     return _render(context, "inbox_count", inbox_count=count)

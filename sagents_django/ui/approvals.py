@@ -114,7 +114,9 @@ def inbox(scope: Scope, *, limit: int = 50) -> list[Pending]:
     out = []
     for state in states:
         data = state.state_data if isinstance(state.state_data, dict) else {}
-        inner = data.get("state") if isinstance(data.get("state"), dict) else {}
+        inner = data.get("state")
+        if not isinstance(inner, dict):
+            continue
         requests = requests_of(inner.get("interrupt_data"))
         if requests:
             out.append(Pending(conversation=state.conversation, requests=requests))

@@ -124,7 +124,7 @@ def upload(scope: Scope, conversation: Any, name: str, data: bytes) -> str:
     entry = FileEntry.new_persisted_file(path, text)
     opts = {"scope_key": filesystem_scope(conversation), "base_directory": None}
     try:
-        DatabasePersistence().write(entry, opts)  # type: ignore[arg-type]
+        DatabasePersistence().write(entry, opts)
     except FileSystemError as exc:
         raise UploadError(str(exc)) from None
     agent_server.publish_event_from(

@@ -21,6 +21,7 @@ from django.template.loader import render_to_string
 from django.utils.html import escape, format_html
 
 from sagents_django import services
+from sagents_django.exceptions import InvalidInput
 from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope
 
@@ -82,7 +83,7 @@ def resync(scope: Scope, conversation_id: str, after: Any) -> str:
             missed = services.load_display_messages(
                 scope, conversation.pk, after=after, limit=MAX_RESYNC_ROWS + 1
             )
-        except services.conversations.InvalidInput:
+        except InvalidInput:
             missed = None
     parts: list[str] = []
     if missed is None or len(missed) > MAX_RESYNC_ROWS:
@@ -113,7 +114,8 @@ def for_event(scope: Scope, message: dict[str, Any]) -> str:
     nothing of it)."""
     cid = str(message.get("conversation"))
     event = message.get("event")
-    data = message.get("data") if isinstance(message.get("data"), dict) else {}
+    raw = message.get("data")
+    data: dict[str, Any] = raw if isinstance(raw, dict) else {}
     subagent = message.get("subagent")
     if subagent:
         return _subagent(subagent, event, data)

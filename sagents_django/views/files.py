@@ -7,6 +7,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 
+from sagents_django.core.limits import MAX_FILE_BYTES
 from sagents_django.security import csp
 from sagents_django.ui import files
 
@@ -73,7 +74,7 @@ def upload(request: HttpRequest, conversation_id: str) -> HttpResponse:
     uploaded = request.FILES.get("file")
     if uploaded is None:
         return done(request, found, error="Choose a file to upload.")
-    if uploaded.size is not None and uploaded.size > files.MAX_FILE_BYTES:
+    if uploaded.size is not None and uploaded.size > MAX_FILE_BYTES:
         return done(request, found, error="That file is too large.")
     try:
         files.upload(scope, found, uploaded.name or "", uploaded.read())

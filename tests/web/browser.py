@@ -13,6 +13,7 @@ every step go to ``test-artifacts/`` (gitignored) for people to look at.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -41,14 +42,14 @@ CHROMIUM_ARGS = [
 PASSWORD = "correct horse battery staple"
 USERS = ("alice", "bob", "carol")
 
-SETUP = """
+SETUP = f"""
 import django
 django.setup()
 from django.contrib.auth import get_user_model
 User = get_user_model()
-for name in %r:
-    User.objects.create_user(name, password=%r, is_staff=(name == "carol"))
-""" % (USERS, PASSWORD)
+for name in {USERS!r}:
+    User.objects.create_user(name, password={PASSWORD!r}, is_staff=(name == "carol"))
+"""
 
 
 class Site:
@@ -111,8 +112,16 @@ def serve(folder: Path, *, delay_ms: int) -> Iterator[Site]:
     port = free_port()
     log = (folder / "daphne.log").open("wb")
     daphne = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
-        + ["project.asgi:application"],
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "project.asgi:application",
+        ],
         cwd=REPO,
         env=env,
         stdout=log,
@@ -225,10 +234,8 @@ class DroppingProxy:
             pass
         finally:
             for end in (source, sink):
-                try:
+                with contextlib.suppress(OSError):
                     end.close()
-                except OSError:
-                    pass
 
     def drop(self) -> None:
         """Cut every open connection (sockets, keep-alive HTTP)."""
@@ -237,10 +244,8 @@ class DroppingProxy:
         with self.lock:
             sockets, self.sockets = self.sockets, []
         for end in sockets:
-            try:
+            with contextlib.suppress(OSError):
                 end.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             end.close()
 
     def close(self) -> None:

@@ -3,6 +3,7 @@ fragments it pushes for events and resyncs."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -80,7 +81,7 @@ async def test_a_resync_sends_the_rows_after_the_pages_last_and_the_panels() -> 
         scope, conversation.pk, "assistant", "second <b>bold</b>"
     )
     socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
-    await socket.send_to(text_data='{"action": "resync", "after": %d}' % first.pk)
+    await socket.send_to(text_data=json.dumps({"action": "resync", "after": first.pk}))
     html = await socket.receive_from(5)
     await socket.disconnect()
     assert 'hx-swap-oob="beforeend:#sg-messages"' in html
