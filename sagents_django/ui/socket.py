@@ -31,6 +31,11 @@ from sagents_django.scope import Scope, scope_class
 
 from . import fragments
 
+STREAM_FRAME_SECONDS = 0.1
+"""Streamed text is gathered this long into one frame (the runtime batches over
+``DELTA_WINDOW_MS`` for the channel layer; a person reads no faster than this, and
+a browser re-lays the page once per frame instead of once per token). Any other
+fragment sends the gathered text first, so frames keep the order of events."""
 LIST_FOLLOWED = 20
 """Conversations the list page follows (its newest ones)."""
 MAX_CLIENT_FRAME = 1024
@@ -44,11 +49,16 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
     last_seq: int | None = None
     closed = False
     refresher: asyncio.Task[None] | None = None
+    flusher: asyncio.Task[None] | None = None
+    pending: list[str]
+    sending: asyncio.Lock
 
     async def connect(self) -> None:
         # Subscribed before accepted: once the page sees the socket open, no event
         # can slip between (its resync then covers everything before).
         self.followed = []
+        self.pending = []
+        self.sending = asyncio.Lock()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self._refuse(protocol.CLOSE_UNAUTHENTICATED)
@@ -98,10 +108,11 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
-        if self.refresher is not None:
-            self.refresher.cancel()
-            with contextlib.suppress(BaseException):
-                await self.refresher
+        for task in (self.refresher, self.flusher):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
         for cid in self.followed:
             await layer.group_discard(groups.conversation_group(cid), self.channel_name)
         if self.conversation is None:
@@ -147,7 +158,29 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
         html = await database_sync_to_async(fragments.resync)(
             self.agent_scope, self.conversation, after
         )
-        if html and not self.closed:
+        await self._emit(html)
+
+    async def _emit(self, html: str, *, stream: bool = False) -> None:
+        if not html or self.closed:
+            return
+        if stream:
+            self.pending.append(html)
+            if self.flusher is None or self.flusher.done():
+                self.flusher = asyncio.ensure_future(self._flush_later())
+            return
+        async with self.sending:
+            await self._flush_locked()
+            if not self.closed:
+                await self.send(text_data=html)
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(STREAM_FRAME_SECONDS)
+        async with self.sending:
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
+        if self.pending and not self.closed:
+            html, self.pending = "".join(self.pending), []
             await self.send(text_data=html)
 
     async def agent_event(self, message: dict[str, Any]) -> None:
@@ -155,7 +188,7 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
             return
         if self.debug:
             if message.get("debug"):
-                await self.send(text_data=fragments.for_debug_event(message))
+                await self._emit(fragments.for_debug_event(message))
             return
         if message.get("debug"):
             return
@@ -177,8 +210,13 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
             if gap:
                 await self._resync(None)
                 return
+            if message.get("event") == "llm_deltas":
+                # No database read: rendered here, gathered into fewer frames.
+                await self._emit(
+                    fragments.for_event(self.agent_scope, message), stream=True
+                )
+                return
             html = await database_sync_to_async(fragments.for_event)(
                 self.agent_scope, message
             )
-        if html and not self.closed:
-            await self.send(text_data=html)
+        await self._emit(html)

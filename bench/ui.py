@@ -1,0 +1,207 @@
+"""The chat pages: server time to render a long conversation, and socket traffic
+per streamed reply.
+
+1. **Page.** A conversation of 500 display rows (a person's message, a markdown
+   reply with a code block, a tool call and its result, in turn) is rendered by the
+   real view through Django's test client: the page as served (the latest
+   ``PAGE_SIZE`` rows; older ones load on scroll), and the whole transcript at once
+   (the chat box with all 500 rows through the same templates). Median, p90 and max
+   of ``--runs`` renders, after one warm-up (template and markdown parser caches).
+2. **Socket.** A 100-token reply (100 deltas of ~4 characters) is published by the
+   runtime's ``Publisher`` (batching over ``SAGENTS["DELTA_WINDOW_MS"]``) through the
+   in-memory channel layer to the chat page's consumer (``ws/sagents/html/<id>/``),
+   at several token rates; the frames and bytes that reach the browser's socket are
+   counted (the deltas' frames, and all frames of the reply including the final row).
+
+Run from the repository root::
+
+    .venv/bin/python bench/ui.py            # ~30 s
+    .venv/bin/python bench/ui.py --quick
+
+A benchmark, not a test: it prints figures and asserts no thresholds. It uses a
+temporary SQLite database. Targets (issue 11): the page in at most 150 ms; a
+100-token reply in far fewer than 100 frames.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+_folder = tempfile.mkdtemp(prefix="bench-ui-")
+os.environ["DATABASE_URL"] = f"sqlite:///{_folder}/db.sqlite3"
+
+REPLY = """Here is the plan for **Saturday**:
+
+1. Pack the *basket* and the blanket.
+2. Check the [forecast](https://example.com/weather).
+
+```python
+def pack(items):
+    return sorted(set(items))
+```
+"""
+
+
+def setup() -> tuple[Any, Any]:
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    settings.ALLOWED_HOSTS = ["*"]
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+    }
+    call_command("migrate", verbosity=0)
+    from django.contrib.auth import get_user_model
+
+    from sagents_django import services
+    from sagents_django.scope import Scope
+
+    user = get_user_model().objects.create_user("bench")
+    scope = Scope.for_user(user)
+    conversation = services.create_conversation(scope, title="Bench")
+    rows: list[dict[str, Any]] = []
+    for n in range(125):
+        call = f"call-{n}"
+        rows += [
+            {"message_type": "user", "content_type": "text",
+             "content": {"text": f"Question {n}: what next?"}},
+            {"message_type": "assistant", "content_type": "text",
+             "content": {"text": REPLY}},
+            {"message_type": "assistant", "content_type": "tool_call",
+             "content": {"call_id": call, "name": "write_file",
+                         "arguments": {"file_path": f"/n/{n}.md", "content": REPLY}},
+             "status": "completed"},
+            {"message_type": "tool", "content_type": "tool_result",
+             "content": {"tool_call_id": call, "name": "write_file",
+                         "content": f"Wrote /n/{n}.md"}},
+        ]  # fmt: skip
+    services.append_display_messages(scope, conversation.pk, rows)
+    return user, conversation
+
+
+def timed(call: Any, runs: int) -> list[float]:
+    call()  # warm-up: template loading, markdown parser, Pygments lexers
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - start) * 1000)
+    return out
+
+
+def page_figures(user: Any, conversation: Any, runs: int) -> None:
+    from django.template.loader import render_to_string
+    from django.test import Client, RequestFactory
+
+    from sagents_django.scope import Scope
+    from sagents_django.ui.context import PAGE_SIZE, Chat
+
+    client = Client()
+    client.force_login(user)
+    url = f"/c/{conversation.pk}/"
+
+    def page() -> None:
+        response = client.get(url)
+        assert response.status_code == 200, response.status_code
+
+    request = RequestFactory().get(url)
+    request.user = user
+
+    def whole() -> None:
+        chat = Chat(Scope.for_user(user), conversation, page_size=500)
+        render_to_string(
+            "sagents_django/partials/chat_box.html", {"chat": chat}, request=request
+        )
+
+    print(f"\nPage render, 500 rows in the conversation ({runs} runs, ms)")
+    print("| what | median | p90 | max |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, call in [
+        (f"the page as served (latest {PAGE_SIZE} rows)", page),
+        ("all 500 rows at once (chat box)", whole),
+    ]:
+        values = sorted(timed(call, runs))
+        p90 = values[int(len(values) * 0.9) - 1]
+        print(
+            f"| {name} | {statistics.median(values):.1f} | {p90:.1f} "
+            f"| {values[-1]:.1f} |"
+        )
+
+
+async def stream_figures(user: Any, conversation: Any, rates: list[float]) -> None:
+    from asgiref.sync import sync_to_async
+    from channels.routing import URLRouter
+    from channels.testing import WebsocketCommunicator
+
+    from sagents_django import services
+    from sagents_django.routing import websocket_urlpatterns
+    from sagents_django.runtime.publisher import Publisher, display_message_json
+    from sagents_django.scope import Scope
+
+    tokens = [f"w{n:02d} " for n in range(100)]  # ~4 characters, about a token
+    print("\nOne 100-token reply over the chat page's socket (DELTA_WINDOW_MS 20)")
+    print("| tokens/s | delta frames | delta bytes | all frames | all bytes |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    scope = Scope.for_user(user)
+    for rate in rates:
+        socket = WebsocketCommunicator(
+            URLRouter(websocket_urlpatterns), f"/ws/sagents/html/{conversation.pk}/"
+        )
+        socket.scope["user"] = user
+        connected, _ = await socket.connect()
+        assert connected
+        publisher = Publisher(conversation.pk, window=0.02)
+        for token in tokens:
+            publisher.add_deltas([{"content": token}])
+            await asyncio.sleep(1 / rate)
+        await publisher.flush()
+        row = await sync_to_async(services.append_text_message)(
+            scope, conversation.pk, "assistant", "".join(tokens)
+        )
+        await publisher.publish(
+            "display_message_saved", {"display_message": display_message_json(row)}
+        )
+        await publisher.aclose()
+        frames: list[str] = []
+        # receive_nothing peeks without cancelling the consumer (a timed-out
+        # receive_from would).
+        while not await socket.receive_nothing(0.5):
+            frames.append(await socket.receive_from(1))
+        await socket.disconnect()
+        deltas = [f for f in frames if "sg-stream-text" in f and "sg-msg-" not in f]
+        print(
+            f"| {rate:.0f} | {len(deltas)} | {sum(len(f.encode()) for f in deltas)} "
+            f"| {len(frames)} | {sum(len(f.encode()) for f in frames)} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    runs = 5 if args.quick else args.runs
+    user, conversation = setup()
+    page_figures(user, conversation, runs)
+    rates = [100.0] if args.quick else [50.0, 100.0, 200.0, 1000.0]
+    asyncio.run(stream_figures(user, conversation, rates))
+
+
+if __name__ == "__main__":
+    main()
