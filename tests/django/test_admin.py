@@ -355,14 +355,14 @@ def test_the_detail_page_renders_display_messages_as_a_chat(
     assert response.status_code == 200
     assert re.search(
         r'sagents-bubble--user">\s*<div class="sagents-meta">user · [^<]*</div>\s*'
-        r'<div class="sagents-text">What is in notes.md\?</div>',
+        r'<div class="sagents-text sagents-md"><p>What is in notes.md\?</p>\s*</div>',
         html,
     )
-    assert '<div class="sagents-text">The notes say: Buy milk.</div>' in html
+    assert "<p>The notes say: Buy milk.</p>" in html
     # Thinking is collapsed (a closed <details>).
     assert re.search(
         r'<details class="sagents-thinking">\s*<summary>Thinking[^<]*</summary>\s*'
-        r'<div class="sagents-text">The user wants the file read.</div>',
+        r'<div class="sagents-text sagents-md"><p>The user wants the file read.</p>',
         html,
     )
     # One tool card: name, status, pretty arguments, and its result folded in.
@@ -429,7 +429,7 @@ def test_hostile_message_text_is_escaped_everywhere_on_the_detail_page(
 
     html = response.content.decode()
     assert HOSTILE not in html
-    assert f'<div class="sagents-text">{ESCAPED}</div>' in html
+    assert f'<div class="sagents-text sagents-md"><p>{ESCAPED}</p>' in html
     assert f'<span class="sagents-tool-name">{ESCAPED}</span>' in html
     assert html.count(ESCAPED) >= 6  # bubble, thinking, tool name, args, result, state
 
@@ -522,7 +522,7 @@ def test_the_display_message_cap_is_announced(
             'class="module sagents-state"'
         )
     ]
-    texts = re.findall(r'<div class="sagents-text">(.*?)</div>', chat)
+    texts = re.findall(r'<div class="sagents-text sagents-md"><p>(.*?)</p>', chat)
     assert texts == ["message 3", "message 4"]
 
 
@@ -792,7 +792,7 @@ def test_a_display_message_page_shows_it_rendered_and_escaped(
     html = superuser_client.get(change_url(message)).content.decode()
 
     assert HOSTILE not in html
-    assert f'<div class="sagents-text">{ESCAPED}</div>' in html
+    assert f'<div class="sagents-text sagents-md"><p>{ESCAPED}</p>' in html
     assert "&quot;text&quot;: &quot;&lt;script&gt;" in html  # the JSON, indented
 
 

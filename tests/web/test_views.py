@@ -381,3 +381,20 @@ def test_the_signed_in_home_lists_conversations_newest_first(
     services.create_conversation(scope, title="newer one")
     html = alice_client.get("/").content.decode()
     assert html.index("newer one") < html.index("older one")
+
+
+def test_the_admin_transcript_renders_markdown_sanitized_like_the_chat_pages(
+    admin_client: Client, alice: Any, conversation: Any
+) -> None:
+    scope = Scope.for_user(alice)
+    services.append_text_message(
+        scope,
+        conversation.pk,
+        "assistant",
+        "**bold** [bad](javascript:alert(1)) <img src=x onerror=alert(1)>",
+    )
+    html = admin_client.get(
+        reverse("admin:sagents_django_conversation_change", args=[conversation.pk])
+    ).content.decode()
+    assert "<strong>bold</strong>" in html
+    assert 'href="javascript' not in html and "<img src=x" not in html
