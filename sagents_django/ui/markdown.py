@@ -18,13 +18,18 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import nh3
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
-from markdown_it import MarkdownIt
-from pygments import highlight  # type: ignore[import-untyped]
-from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
-from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
-from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+
+try:
+    import nh3
+    from markdown_it import MarkdownIt
+    from pygments import highlight  # type: ignore[import-untyped]
+    from pygments.formatters import HtmlFormatter  # type: ignore[import-untyped]
+    from pygments.lexers import get_lexer_by_name  # type: ignore[import-untyped]
+    from pygments.util import ClassNotFound  # type: ignore[import-untyped]
+except ImportError:  # the "web" extra: without it, text is shown escaped, as typed
+    nh3 = None  # type: ignore[assignment]
 
 MAX_MARKDOWN_CHARS = 200_000
 """Longer text is shown as plain (escaped) text: rendering cost stays bounded."""
@@ -62,7 +67,7 @@ def _highlight(code: str, lang: str, _attrs: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _renderer() -> MarkdownIt:
+def _renderer() -> Any:
     return MarkdownIt(
         "commonmark",
         {
@@ -89,9 +94,7 @@ def sanitize(html: str) -> str:
 def render_markdown(text: Any) -> SafeString:
     """``text`` as sanitized HTML (any non-string is shown as its text)."""
     source = text if isinstance(text, str) else ("" if text is None else str(text))
-    if len(source) > MAX_MARKDOWN_CHARS:
-        from django.utils.html import escape
-
+    if nh3 is None or len(source) > MAX_MARKDOWN_CHARS:
         return mark_safe(f'<pre class="plain">{escape(source)}</pre>')
     # nh3's output holds only allow-listed tags and attributes: safe to emit.
     return mark_safe(sanitize(_renderer().render(source)))

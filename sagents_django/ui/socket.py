@@ -21,8 +21,14 @@ import contextlib
 import json
 from typing import Any
 
-from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncWebsocketConsumer
+try:
+    from channels.db import database_sync_to_async
+    from channels.generic.websocket import AsyncWebsocketConsumer
+except ImportError as exc:  # the socket is part of the "channels" extra
+    raise ImportError(
+        "sagents_django.ui.socket needs Channels: "
+        "pip install 'sagents-django[channels]'"
+    ) from exc
 
 from sagents_django import protocol, services
 from sagents_django.exceptions import InvalidInput, NotFound
