@@ -53,13 +53,19 @@ for name in {USERS!r}:
 
 
 class Site:
-    def __init__(self, url: str, database: Path, env: dict[str, str]) -> None:
+    def __init__(self, url: str, database: Path | str, env: dict[str, str]) -> None:
         self.url = url
         self.ws = url.replace("http://", "ws://")
         self.database = database
+        """A SQLite file, or a PostgreSQL URL (the production stack)."""
         self.env = env
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        if isinstance(self.database, str):
+            import psycopg
+
+            with psycopg.connect(self.database) as db:
+                return list(db.execute(sql.replace("?", "%s"), params))
         with sqlite3.connect(self.database, timeout=20) as db:
             return list(db.execute(sql, params))
 
@@ -87,8 +93,19 @@ class Site:
         return done.stdout
 
 
-def serve(folder: Path, *, delay_ms: int) -> Iterator[Site]:
-    database = folder / "db.sqlite3"
+POSTGRES = os.environ.get("SAGENTS_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432")
+REDIS = os.environ.get("SAGENTS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+BROKER = os.environ.get("SAGENTS_TEST_UI_BROKER", "redis://127.0.0.1:6379/11")
+"""A Redis database of its own: no other session's worker takes these turns."""
+
+
+def serve(
+    folder: Path, *, delay_ms: int, production: bool = False
+) -> Iterator[Site]:
+    """The site in daphne: embedded (SQLite file, in-memory layer, inline turns),
+    or ``production`` (a PostgreSQL database of its own, the Redis channel layer,
+    turns on a Celery worker process)."""
+    database: Path | str = folder / "db.sqlite3"
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(folder),
@@ -98,6 +115,19 @@ def serve(folder: Path, *, delay_ms: int) -> Iterator[Site]:
         "SAGENTS_DEMO_DELAY_MS": str(delay_ms),
         "SAGENTS_EXECUTOR": "inline",
     }
+    name = f"ui_browser_{folder.name.replace('-', '_')[-20:]}_{os.getpid()}"
+    if production:
+        import psycopg
+
+        with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        database = f"{POSTGRES}/{name}"
+        env.update(
+            DATABASE_URL=database,
+            REDIS_URL=REDIS,
+            CELERY_BROKER_URL=BROKER,
+            SAGENTS_EXECUTOR="celery",
+        )
     for name in ("LITELLM_LOCAL_MODEL_COST_MAP", "HF_HUB_OFFLINE"):
         env[name] = "True" if name.startswith("LITELLM") else "1"
     site = Site("", database, env)
@@ -127,15 +157,32 @@ def serve(folder: Path, *, delay_ms: int) -> Iterator[Site]:
         stdout=log,
         stderr=subprocess.STDOUT,
     )
+    worker = None
+    if production:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "project", "worker"]
+            + ["--pool", "threads", "--concurrency", "8", "-l", "warning"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         wait_for_port(port, daphne)
         site.url = f"http://127.0.0.1:{port}"
         site.ws = f"ws://127.0.0.1:{port}"
         yield site
     finally:
-        daphne.terminate()
-        daphne.wait(timeout=30)
+        for process in (daphne, worker):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=30)
         log.close()
+        if production:
+            import psycopg
+
+            with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def launch() -> Any:
