@@ -99,9 +99,7 @@ BROKER = os.environ.get("SAGENTS_TEST_UI_BROKER", "redis://127.0.0.1:6379/11")
 """A Redis database of its own: no other session's worker takes these turns."""
 
 
-def serve(
-    folder: Path, *, delay_ms: int, production: bool = False
-) -> Iterator[Site]:
+def serve(folder: Path, *, delay_ms: int, production: bool = False) -> Iterator[Site]:
     """The site in daphne: embedded (SQLite file, in-memory layer, inline turns),
     or ``production`` (a PostgreSQL database of its own, the Redis channel layer,
     turns on a Celery worker process)."""
@@ -159,9 +157,9 @@ def serve(
     )
     worker = None
     if production:
+        command = ["celery", "-A", "project", "worker", "--pool", "threads"]
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "project", "worker"]
-            + ["--pool", "threads", "--concurrency", "8", "-l", "warning"],
+            [sys.executable, "-m", *command, "--concurrency", "8", "-l", "warning"],
             cwd=REPO,
             env=env,
             stdout=log,
