@@ -175,3 +175,29 @@ async def test_the_list_page_hears_new_titles_of_the_users_conversations() -> No
     html = await socket.receive_from(5)
     await socket.disconnect()
     assert f'id="sg-title-{conversation.pk}"' in html and ">Lake<" in html
+
+
+async def test_a_sub_agents_work_is_drawn_inside_its_task_card() -> None:
+    from sagents_django.ui.transcript import dom_id
+
+    alice, _, conversation = await person("alice")
+    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    base = {
+        "type": "agent.event",
+        "conversation": str(conversation.pk),
+        "subagent": {"name": "general-purpose", "task_call_id": "task-1"},
+    }
+    group = groups.conversation_group(conversation.pk)
+    await layer.group_send(
+        group,
+        {
+            **base,
+            "event": "tool_execution_update",
+            "seq": 1,
+            "data": {"status": "executing", "name": "<b>read_file</b>"},
+        },
+    )
+    html = await socket.receive_from(5)
+    await socket.disconnect()
+    assert f'hx-swap-oob="beforeend:#sg-sub-{dom_id("task-1")}"' in html
+    assert "&lt;b&gt;read_file&lt;/b&gt; · executing" in html

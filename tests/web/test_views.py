@@ -398,3 +398,42 @@ def test_the_admin_transcript_renders_markdown_sanitized_like_the_chat_pages(
     ).content.decode()
     assert "<strong>bold</strong>" in html
     assert 'href="javascript' not in html and "<img src=x" not in html
+
+
+def test_a_failed_turn_shows_its_error_with_a_retry(
+    alice: Any, alice_client: Client, conversation: Any, sent: list
+) -> None:
+    from sagents_django.models import AgentRun
+
+    AgentRun.objects.create(conversation=conversation, status="error", error="boom")
+    services.append_display_message(
+        Scope.for_user(alice),
+        conversation.pk,
+        message_type="system",
+        content_type="error",
+        content={"text": "The provider said **no**"},
+    )
+    html = alice_client.get(url("conversation", conversation)).content.decode()
+    assert "The last turn failed" in html and "<strong>no</strong>" in html
+    assert url("retry", conversation) in html
+    assert alice_client.post(url("retry", conversation), **HTMX).status_code == 204
+    assert sent == [("execute", None)]
+
+
+def test_a_message_sent_during_a_turn_is_marked_queued_until_answered(
+    alice: Any, alice_client: Client, conversation: Any
+) -> None:
+    from sagents_django.models import AgentRun
+
+    scope = Scope.for_user(alice)
+    AgentRun.objects.create(conversation=conversation, status="running")
+    services.append_text_message(scope, conversation.pk, "user", "first")
+    services.append_text_message(
+        scope, conversation.pk, "user", "meanwhile", metadata={"queued": True}
+    )
+    html = alice_client.get(url("conversation", conversation)).content.decode()
+    assert html.count("sg-badge--queued") == 1
+    assert "queued and answered right after it" in html
+    services.append_text_message(scope, conversation.pk, "assistant", "answer")
+    html = alice_client.get(url("conversation", conversation)).content.decode()
+    assert "sg-badge--queued" not in html
