@@ -104,7 +104,7 @@ def resync(scope: Scope, conversation_id: str, after: Any) -> str:
         parts.append(clear_stream())
     parts.append(panels(chat))
     parts.append(_partial("todo_panel", chat=chat, oob=True))
-    parts.append(_partial("file_panel", chat=chat, oob=True))
+    parts.append(_partial("file_tree", chat=chat, oob=True))
     parts.append(_partial("title", conversation=conversation, oob=True))
     return "".join(parts)
 
@@ -145,7 +145,7 @@ def for_event(scope: Scope, message: dict[str, Any]) -> str:
     if event == "todos_updated":
         return _partial("todo_panel", chat=_TodoChat(chat, data), oob=True)
     if event in ("file_updated", "file_deleted"):
-        return _partial("file_panel", chat=chat, oob=True)
+        return _partial("file_tree", chat=chat, oob=True)
     if event == "conversation_title_generated":
         return _partial("title", conversation=conversation, oob=True) + _partial(
             "title_text", conversation=conversation, oob=True

@@ -193,8 +193,12 @@ def test_a_socket_dropped_mid_turn_reconnects_and_the_page_resyncs_without_doubl
         page.wait_for_function("() => window.__sgOpen >= 2")
         approval = page.get_by_role("form", name="Approval needed")
         approval.wait_for()
+        reason = approval.get_by_label("Reason (used when you choose Reject)")
+        reason.fill("half-typed")
         proxy.drop()  # and once more while the approval is pending
         page.wait_for_function("() => window.__sgOpen >= 3")
+        page.wait_for_timeout(300)  # the resync has arrived: the form was kept
+        assert reason.input_value() == "half-typed"
         approval.get_by_role("button", name="Send the decision").click()
         page.locator("#sg-status", has_text="Ready").wait_for()
         page.locator("#sg-files a", has_text="demo.md").wait_for()

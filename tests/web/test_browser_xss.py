@@ -140,14 +140,14 @@ def test_no_payload_of_the_corpus_runs_on_any_chat_page(
             page.get_by_label("Upload a text file to the agent").set_input_files(
                 files=[
                     {
-                        "name": f"{n}{payload.replace('/', '_')}.md",
+                        "name": f"file{n}-{payload.replace('/', '_')}.md",
                         "mimeType": "text/markdown",
                         "buffer": payload.encode(),
                     }
                 ]
             )
             page.get_by_role("button", name="Upload", exact=True).click()
-            page.locator("#sg-files li", has_text=f"{n}").first.wait_for()
+            page.locator("#sg-files a", has_text=f"file{n}-").first.wait_for()
         site.python(
             INJECT.replace("sys.argv[1]", repr(cid)).replace(
                 "json.loads(sys.argv[2])", f"json.loads({json.dumps(PAYLOADS)!r})"

@@ -34,6 +34,15 @@
   document.addEventListener("htmx:oobBeforeSwap", function (event) {
     var d = event.detail;
     var target = d.target;
+    // The same pending approval pushed again (a resync, the run's end) keeps the
+    // form as the person is filling it in.
+    if (target && target.id === "sg-approvals" && d.fragment) {
+      var incoming = d.fragment.id === "sg-approvals" ? d.fragment
+        : (d.fragment.querySelector ? d.fragment.querySelector("#sg-approvals") : null);
+      var key = incoming ? incoming.getAttribute("data-key") : null;
+      if (key && key === target.getAttribute("data-key")) { d.shouldSwap = false; }
+      return;
+    }
     if (!target || (target.id !== "sg-messages" && target.id !== "sg-debug")) { return; }
     var fragment = d.fragment;
     if (!fragment || !fragment.children) { return; }
