@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from typing import Any
 
 try:
@@ -42,6 +43,8 @@ STREAM_FRAME_SECONDS = 0.1
 ``DELTA_WINDOW_MS`` for the channel layer; a person reads no faster than this, and
 a browser re-lays the page once per frame instead of once per token). Any other
 fragment sends the gathered text first, so frames keep the order of events."""
+logger = logging.getLogger(__name__)
+
 LIST_FOLLOWED = 20
 """Conversations the list page follows (its newest ones)."""
 MAX_CLIENT_FRAME = 1024
@@ -65,6 +68,11 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
         self.followed = []
         self.pending = []
         self.sending = asyncio.Lock()
+        if self.channel_layer is None:
+            # Nothing could reach this socket (check W002 says so at start-up).
+            logger.error("No channel layer: set CHANNEL_LAYERS for live events")
+            await self._refuse(protocol.CLOSE_NO_CHANNEL_LAYER)
+            return
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self._refuse(protocol.CLOSE_UNAUTHENTICATED)

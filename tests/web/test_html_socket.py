@@ -201,3 +201,14 @@ async def test_a_sub_agents_work_is_drawn_inside_its_task_card() -> None:
     await socket.disconnect()
     assert f'hx-swap-oob="beforeend:#sg-sub-{dom_id("task-1")}"' in html
     assert "&lt;b&gt;read_file&lt;/b&gt; · executing" in html
+
+
+async def test_without_a_channel_layer_the_socket_closes_with_1011(
+    settings: Any,
+) -> None:
+    from sagents_django import protocol
+
+    settings.CHANNEL_LAYERS = {}
+    alice, _, conversation = await person("alice")
+    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    assert await closed_with(socket) == protocol.CLOSE_NO_CHANNEL_LAYER
