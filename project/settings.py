@@ -120,7 +120,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # meets another thread's writer at once ("database table is locked") instead
     # of waiting, and the runtime writes from its own thread.
     DATABASES["default"]["TEST"] = {
-        "NAME": env.str("SQLITE_TEST_NAME", default=str(BASE_DIR / "test-database.sqlite3"))
+        "NAME": env.str(
+            "SQLITE_TEST_NAME", default=str(BASE_DIR / "test-database.sqlite3")
+        )
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
