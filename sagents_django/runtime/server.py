@@ -130,13 +130,13 @@ class AgentServer:
         text = message_text(text)
         extra = _metadata(metadata)
         pk = conversation_pk(conversation_id)
-        for attempt in range(3):
+        for attempt in range(5):
             try:
                 return self._add_message(scope, pk, text, extra, filesystem_scope)
             except RunConflict:
                 # A turn ended and its queued messages' run began between our
                 # look and our write: look again (a real "reject" raises at once).
-                if attempt == 2 or sagents_settings.DOUBLE_TEXT == "reject":
+                if attempt == 4 or sagents_settings.DOUBLE_TEXT == "reject":
                     raise
         raise AssertionError("unreachable")
 
@@ -150,7 +150,7 @@ class AgentServer:
     ) -> Submission:
         policy = sagents_settings.DOUBLE_TEXT
         with transaction.atomic():
-            _require(scope, pk)
+            _require(scope, pk, lock=True)
             active = (
                 AgentRun.objects.select_for_update()
                 .filter(conversation_id=pk, status__in=ACTIVE_RUN_STATUSES)
@@ -210,7 +210,7 @@ class AgentServer:
         ``Conflict`` while an approval is pending."""
         pk = conversation_pk(conversation_id)
         with transaction.atomic():
-            _require(scope, pk)
+            _require(scope, pk, lock=True)
             if _interrupt_pending(pk):
                 raise Conflict(WAITS_FOR_DECISIONS)
             return str(self._begin(scope, pk, "execute", filesystem_scope).pk)
@@ -236,7 +236,7 @@ class AgentServer:
         as_json = _bounded(as_json, "decisions")
         pk = conversation_pk(conversation_id)
         with transaction.atomic():
-            _require(scope, pk)
+            _require(scope, pk, lock=True)
             revision = services.state_revision(scope, pk)
             pending = _pending_interrupt(pk)
             if not pending:
@@ -693,11 +693,17 @@ def _check_scope(scope: Any) -> None:
         )
 
 
-def _require(scope: Scope, pk: Any) -> Any:
+def _require(scope: Scope, pk: Any, *, lock: bool = False) -> Any:
+    """The scope's conversation (else ``NotFound``). ``lock``: its row is held to
+    the end of the transaction, so the requests that start runs of one
+    conversation take turns (PostgreSQL; SQLite writers take turns anyway)."""
     _check_scope(scope)
     conversation = services.get_conversation(scope, pk)
     if conversation is None:
         raise NotFound("conversation", str(pk))
+    if lock:
+        rows = services.conversation_model()._default_manager.select_for_update()
+        list(rows.filter(pk=pk).values_list("pk", flat=True))
     return conversation
 
 

@@ -676,6 +676,14 @@ def end_run(
     ``carry_own``: the run ended before its own messages reached the state, so
     the follow-up takes them first."""
     with transaction.atomic():
+        # The conversation first, then the run, as add_message takes them: a message
+        # arriving now either queues on this run or starts after the follow-up.
+        conversations = services.conversation_model()._default_manager
+        list(
+            conversations.select_for_update()
+            .filter(pk=run.conversation_id)
+            .values_list("pk", flat=True)
+        )
         locked = AgentRun.objects.select_for_update().get(pk=run.pk)
         services.finish_run(
             scope, run.pk, status=status, error=error, usage=usage, cost=cost
