@@ -245,7 +245,10 @@ def test_the_page_reads_and_sends_with_javascript_off(chrome: Any, site: Site) -
         sign_in(page, site, "alice")
         cid = new_conversation(page, site, title="No script")
         page.get_by_label("Message", exact=True).fill("Plan a quiet evening")
-        page.get_by_role("button", name="Send", exact=True).click()
+        # Without JavaScript each button submits a form: wait for the page it loads
+        # before reloading, or the reload races the navigation.
+        with page.expect_navigation():
+            page.get_by_role("button", name="Send", exact=True).click()
         page.wait_for_url(f"**/c/{cid}/")
         assert "Plan a quiet evening" in page.locator("#sg-messages").inner_text()
         for _ in range(100):
@@ -253,7 +256,8 @@ def test_the_page_reads_and_sends_with_javascript_off(chrome: Any, site: Site) -
             if page.get_by_role("form", name="Approval needed").count():
                 break
             page.wait_for_timeout(200)
-        page.get_by_role("button", name="Send the decision").click()
+        with page.expect_navigation():
+            page.get_by_role("button", name="Send the decision").click()
         for _ in range(100):
             page.reload()
             if "Ready" in page.locator("#sg-status").inner_text():
