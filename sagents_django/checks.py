@@ -10,6 +10,9 @@ fails ``manage.py check`` instead of every turn:
   name a scope class (one with ``from_request``)
 - E010 FACTORY, E011 DOUBLE_TEXT, E012 MAX_QUEUED_ROUNDS, E013 INACTIVITY_TIMEOUT,
   E014 DELTA_WINDOW_MS, E016 DATABASE_THREADS: a value of the wrong type or outside its closed set
+- E020 HEARTBEAT_SECONDS, E021 LEASE_SECONDS, E022 SWEEP_SECONDS, E023 MAX_ATTEMPTS:
+  not a positive number; E024 LEASE_SECONDS is not above twice HEARTBEAT_SECONDS
+  (a living turn would look dead between two beats)
 - E015 FACTORY cannot be imported or is not callable
 - E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
   them cannot be imported or is not a class
@@ -44,6 +47,10 @@ IDS = {
     "INACTIVITY_TIMEOUT": "sagents_django.E013",
     "DELTA_WINDOW_MS": "sagents_django.E014",
     "DATABASE_THREADS": "sagents_django.E016",
+    "HEARTBEAT_SECONDS": "sagents_django.E020",
+    "LEASE_SECONDS": "sagents_django.E021",
+    "SWEEP_SECONDS": "sagents_django.E022",
+    "MAX_ATTEMPTS": "sagents_django.E023",
 }
 """The check id of each key's type check."""
 
@@ -69,6 +76,10 @@ HINTS = {
     "DELTA_WINDOW_MS": "Give milliseconds, e.g. 20.",
     "DATABASE_THREADS": "Give a number of threads, e.g. 8, or None to choose by "
     "database.",
+    "HEARTBEAT_SECONDS": "Give seconds, e.g. 5.",
+    "LEASE_SECONDS": "Give seconds, e.g. 30 (more than twice HEARTBEAT_SECONDS).",
+    "SWEEP_SECONDS": "Give seconds, e.g. 10.",
+    "MAX_ATTEMPTS": "Give a number of attempts, e.g. 3.",
 }
 
 
@@ -94,6 +105,7 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     factory = user.get("FACTORY")
     if factory is not None and conf.problem("FACTORY", factory) is None:
         messages.extend(_check_factory(factory))
+    messages.extend(_check_lease(user))
     for key in ("AGENT_PERSISTENCE", "DISPLAY_PERSISTENCE"):
         path = user.get(key, conf.DEFAULTS[key])
         if conf.problem(key, path) is None:
@@ -249,5 +261,23 @@ def check_channel_layer(**kwargs: Any) -> list[checks.CheckMessage]:
             'workers): "channels_redis.pubsub.RedisPubSubChannelLayer" with '
             '"CONFIG": {"hosts": [REDIS_URL]}.',
             id="sagents_django.W002",
+        )
+    ]
+
+
+def _check_lease(user: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    beat = user.get("HEARTBEAT_SECONDS", conf.DEFAULTS["HEARTBEAT_SECONDS"])
+    lease = user.get("LEASE_SECONDS", conf.DEFAULTS["LEASE_SECONDS"])
+    if conf.problem("HEARTBEAT_SECONDS", beat) or conf.problem("LEASE_SECONDS", lease):
+        return []
+    if lease > 2 * beat:
+        return []
+    return [
+        checks.Error(
+            f"SAGENTS['LEASE_SECONDS'] ({lease}) must be more than twice "
+            f"SAGENTS['HEARTBEAT_SECONDS'] ({beat}): a turn that is alive would "
+            "look dead between two heartbeats and be taken over.",
+            hint="Raise LEASE_SECONDS or lower HEARTBEAT_SECONDS.",
+            id="sagents_django.E024",
         )
     ]

@@ -60,6 +60,15 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # work of a process's turns; None: 1 on SQLite (one writer at a time), 8 on
         # other databases.
         "DATABASE_THREADS": None,
+        # A running turn renews its lease every this many seconds; a run whose lease
+        # is LEASE_SECONDS old (its worker died) is taken over from its last step.
+        "HEARTBEAT_SECONDS": 5,
+        "LEASE_SECONDS": 30,
+        # How often each worker (and an embedded process) looks for stale runs and
+        # for queued runs whose task was lost (the broker was down).
+        "SWEEP_SECONDS": 10,
+        # Attempts at one run (the first and its takeovers) before it ends as an error.
+        "MAX_ATTEMPTS": 3,
     }
 )
 
@@ -150,6 +159,15 @@ def _positive_int(
     return check
 
 
+def _positive_number(what: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if type(value) in (int, float) and value > 0:
+            return None
+        return f"must be a positive number ({what}), not {value!r}"
+
+    return check
+
+
 VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
     {
         "MODEL": _model,
@@ -166,6 +184,10 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "INACTIVITY_TIMEOUT": _positive_int("seconds", allow_none=True),
         "DELTA_WINDOW_MS": _positive_int("milliseconds"),
         "DATABASE_THREADS": _positive_int("threads", allow_none=True),
+        "HEARTBEAT_SECONDS": _positive_number("seconds"),
+        "LEASE_SECONDS": _positive_number("seconds"),
+        "SWEEP_SECONDS": _positive_number("seconds"),
+        "MAX_ATTEMPTS": _positive_int("attempts"),
     }
 )
 """Every key's type check; whether SCOPE imports is checked by ``checks.py``."""
@@ -273,6 +295,22 @@ class SagentsSettings:
     @property
     def DATABASE_THREADS(self) -> int | None:
         return cast("int | None", valid("DATABASE_THREADS"))
+
+    @property
+    def HEARTBEAT_SECONDS(self) -> float:
+        return cast("float", valid("HEARTBEAT_SECONDS"))
+
+    @property
+    def LEASE_SECONDS(self) -> float:
+        return cast("float", valid("LEASE_SECONDS"))
+
+    @property
+    def SWEEP_SECONDS(self) -> float:
+        return cast("float", valid("SWEEP_SECONDS"))
+
+    @property
+    def MAX_ATTEMPTS(self) -> int:
+        return cast("int", valid("MAX_ATTEMPTS"))
 
 
 sagents_settings = SagentsSettings()

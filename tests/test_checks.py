@@ -64,6 +64,13 @@ BAD_VALUES = [
     ("DELTA_WINDOW_MS", None, "sagents_django.E014"),
     ("DATABASE_THREADS", 0, "sagents_django.E016"),
     ("DATABASE_THREADS", "8", "sagents_django.E016"),
+    ("HEARTBEAT_SECONDS", 0, "sagents_django.E020"),
+    ("HEARTBEAT_SECONDS", "5", "sagents_django.E020"),
+    ("LEASE_SECONDS", -1, "sagents_django.E021"),
+    ("LEASE_SECONDS", None, "sagents_django.E021"),
+    ("SWEEP_SECONDS", True, "sagents_django.E022"),
+    ("MAX_ATTEMPTS", 0, "sagents_django.E023"),
+    ("MAX_ATTEMPTS", 2.5, "sagents_django.E023"),
     ("AGENT_PERSISTENCE", None, "sagents_django.E017"),
     ("AGENT_PERSISTENCE", "Persistence", "sagents_django.E017"),
     ("DISPLAY_PERSISTENCE", 3, "sagents_django.E018"),
@@ -109,6 +116,15 @@ def test_code_reading_a_bad_value_gets_improperly_configured_not_a_type_error(
         pytest.raises(ImproperlyConfigured, match=f"SAGENTS\\[{key!r}\\]"),
     ):
         getattr(sagents_settings, key)
+
+
+def test_a_lease_that_two_heartbeats_could_outlast_is_refused() -> None:
+    with override_settings(SAGENTS={"HEARTBEAT_SECONDS": 5, "LEASE_SECONDS": 10}):
+        [message] = sagents_messages()
+    assert message.id == "sagents_django.E024"
+    assert "LEASE_SECONDS" in message.msg and "(10)" in message.msg
+    with override_settings(SAGENTS={"HEARTBEAT_SECONDS": 0.5, "LEASE_SECONDS": 1.5}):
+        assert sagents_messages() == []
 
 
 def test_fallback_models_as_a_string_is_never_read_as_its_letters() -> None:

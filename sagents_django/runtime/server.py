@@ -69,10 +69,6 @@ WAITS_FOR_DECISIONS = (
     "with them first"
 )
 
-STALE_AFTER = 30.0
-"""Seconds without a heartbeat (turns beat every 5) after which a running run's
-process is taken for dead: a cancel then ends the run itself."""
-
 RESUMING = (
     "The answer to the pending approval is being applied; send the message once "
     "that turn ends"
@@ -264,7 +260,7 @@ class AgentServer:
             run = services.request_cancel(scope, pk)
             if run is None:
                 return False
-            if runs.end_unattended(run, stale_after=STALE_AFTER):
+            if runs.end_unattended(run, stale_after=sagents_settings.LEASE_SECONDS):
                 # Nobody runs it (not started yet, or its process died): it ends
                 # here, and the runs of messages queued on it start.
                 _ended_here(scope, pk, run)

@@ -75,9 +75,6 @@ from .publisher import Publisher, display_message_json
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_SECONDS = 5.0
-"""How often a running turn renews its lease and reads its cancel flag."""
-
 LIFECYCLES: dict[str, Lifecycle] = {
     "completed": "on_completion",
     "interrupted": "on_interrupt",
@@ -232,7 +229,7 @@ class Turn:
 
     async def _heartbeat(self) -> None:
         while True:
-            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await asyncio.sleep(sagents_settings.HEARTBEAT_SECONDS)
             try:
                 if await db(runs.beat)(self.run_id):
                     self.cancel.cancel("Cancelled")
