@@ -148,6 +148,10 @@ GOOD = {
     "INACTIVITY_TIMEOUT": None,
     "DELTA_WINDOW_MS": 5,
     "DATABASE_THREADS": 4,
+    "HEARTBEAT_SECONDS": 0.5,
+    "LEASE_SECONDS": 2,
+    "SWEEP_SECONDS": 1,
+    "MAX_ATTEMPTS": 5,
     "AGENT_PERSISTENCE": "project.agents.agent_persistence.AgentPersistence",
     "DISPLAY_PERSISTENCE": "sagents_django.persistence.DjangoDisplayMessagePersistence",
 }
