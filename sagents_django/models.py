@@ -190,6 +190,12 @@ class AgentRun(models.Model):
     lease_owner = models.CharField(max_length=255, blank=True, default="")
     attempts = models.PositiveIntegerField(default=0)
     cancel_requested = models.BooleanField(default=False)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    """When the run was last handed to the executor (a queued run not claimed long
+    after is handed over again: its task was lost with the broker)."""
+    checkpoint_revision = models.PositiveBigIntegerField(null=True, blank=True)
+    """The state revision this run's step checkpoints build on (set once the turn
+    has changed the state); a takeover continues from it."""
     error = models.TextField(blank=True, default="")
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
@@ -217,6 +223,73 @@ class AgentRun(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_RUN_STATUSES
+
+
+class AgentStep(models.Model):
+    """What one step of a running turn added to the state: a checkpoint that costs
+    the same at 10 and 10,000 messages. The turn's end folds its steps into the
+    state row and deletes them; a worker taking a run over loads the state row plus
+    the steps built on its revision."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="steps")
+    number = models.PositiveIntegerField()
+    base_revision = models.PositiveBigIntegerField()
+    keep = models.PositiveIntegerField()
+    """Messages kept from the checkpoint before (all of them, unless a middleware
+    rewrote the history: then 0 and ``messages`` holds all)."""
+    messages = models.JSONField(default=list)
+    todos = models.JSONField(default=list)
+    metadata = models.JSONField(default=dict)
+    interrupt_data = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "sagents_agent_steps"
+        ordering = ("run", "number")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "number"], name="sagents_one_step_number_per_run"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Step {self.number} of run {self.run_id}"
+
+
+TOOL_CALL_STATUSES = ("started", "completed", "failed", "lost")
+
+
+class ToolCallRecord(models.Model):
+    """The journal of a run's tool calls, keyed by run and call id: a worker that
+    takes a run over replays finished calls from here instead of running them
+    again; a non-idempotent call that was running when its worker died is
+    ``lost`` (answered with an error result, not run twice)."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(
+        AgentRun, on_delete=models.CASCADE, related_name="tool_calls"
+    )
+    call_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=255)
+    status = models.CharField(max_length=16, choices=_choices(TOOL_CALL_STATUSES))
+    idempotent = models.BooleanField(default=False)
+    attempt = models.PositiveIntegerField(default=1)
+    result = models.JSONField(null=True, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "sagents_tool_calls"
+        ordering = ("started_at", "id")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "call_id"], name="sagents_one_record_per_tool_call"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.call_id} ({self.status})"
 
 
 class PersistenceFailure(models.Model):

@@ -8,22 +8,52 @@ The task's thread waits while the turn runs on the worker's runtime loop, so
 ``--concurrency`` is the number of turns one worker runs at once. Celery never retries
 a turn on its own (retries live in the LLM chain); a duplicate delivery finds the
 run claimed or finished and does nothing.
+
+Liveness is the run's lease, not the broker: the task is acknowledged only once the
+turn ends (``acks_late``), so a message whose worker died is delivered again (after
+the broker's visibility timeout) and takes the run over if its lease went stale;
+meanwhile every worker's sweeper (started when the worker is ready) takes stale runs
+over within ``LEASE_SECONDS`` + ``SWEEP_SECONDS``. On SIGTERM a worker drains: it
+claims nothing more and hands its running turns to other workers at their next step.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 try:
     from celery import shared_task
+    from celery.signals import worker_ready, worker_shutting_down
 except ImportError as exc:
     raise ImportError(
         "Running turns on Celery needs it: pip install 'sagents-django[celery]'"
     ) from exc
 
 
-@shared_task(name="sagents_django.run_agent_turn", ignore_result=True)  # type: ignore[untyped-decorator]
+@shared_task(  # type: ignore[untyped-decorator]
+    name="sagents_django.run_agent_turn",
+    ignore_result=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+)
 def run_agent_turn(run_id: str) -> str | None:
     """Run the queued run ``run_id``; its final status (None: already taken)."""
     from sagents_django.runtime import loop
     from sagents_django.runtime.turn import run_turn
 
     return loop.submit(run_turn(str(run_id))).result()
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def start_sweeper(**_kwargs: Any) -> None:
+    from sagents_django.runtime import sweeper
+
+    sweeper.ensure_running()
+
+
+@worker_shutting_down.connect  # type: ignore[untyped-decorator]
+def start_draining(**_kwargs: Any) -> None:
+    """SIGTERM (warm shutdown): hand the running turns over, claim nothing more."""
+    from sagents_django.runtime import draining
+
+    draining.start()

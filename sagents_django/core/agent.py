@@ -20,6 +20,7 @@ from .callbacks import Callbacks
 from .cancellation import CancelToken
 from .exceptions import ConfigurationError, InvalidResume, SerializationError
 from .expansion import drop_pending_expansions
+from .journal import ToolJournal
 from .llm import ModelRequest, as_model
 from .messages import Message
 from .middleware.base import (
@@ -184,6 +185,7 @@ class Agent:
         max_runs: int | None = None,
         cancel: CancelToken | None = None,
         inbox: Inbox | None = None,
+        journal: ToolJournal | None = None,
     ) -> AgentResult:
         """Run one turn from ``state`` (or a list of messages).
 
@@ -200,7 +202,7 @@ class Agent:
             )
         state = drop_pending_expansions(state)  # a new turn: an old one's went unread
         execution = self._execution(
-            state, callbacks, until_tool, max_runs, cancel, inbox
+            state, callbacks, until_tool, max_runs, cancel, inbox, journal
         )
         return await self.run(execution)
 
@@ -233,6 +235,7 @@ class Agent:
         max_runs: int | None = None,
         cancel: CancelToken | None = None,
         inbox: Inbox | None = None,
+        journal: ToolJournal | None = None,
     ) -> AgentResult:
         """Continue an interrupted turn with the person's decisions.
 
@@ -246,7 +249,7 @@ class Agent:
         if not state.interrupt_data:
             raise InvalidResume("Nothing to resume: the state has no pending interrupt")
         execution = self._execution(
-            state, callbacks, until_tool, max_runs, cancel, inbox
+            state, callbacks, until_tool, max_runs, cancel, inbox, journal
         )
         return await self.run(execution, decisions=decisions)
 
@@ -311,6 +314,7 @@ class Agent:
         max_runs: int | None,
         cancel: CancelToken | None,
         inbox: Inbox | None = None,
+        journal: ToolJournal | None = None,
     ) -> Execution:
         targets = None
         if until_tool:
@@ -330,6 +334,7 @@ class Agent:
             until_tool=targets,
             cancel=cancel if cancel is not None else CancelToken(),
             inbox=inbox if inbox is not None else Inbox(),
+            journal=journal,
         )
 
     def __repr__(self) -> str:

@@ -48,6 +48,7 @@ from .approvals import (
 from .cancellation import Cancelled, CancelToken
 from .exceptions import LLMError
 from .expansion import expand_tool_results
+from .journal import ToolJournal
 from .llm import call_model
 from .messages import Message, TokenUsage, ToolCall, ToolResult
 from .middleware.base import Interrupt, call_hook
@@ -122,6 +123,8 @@ class Execution:
     last_tool_results: list[ToolResult] = field(default_factory=list)
     inbox: Inbox = field(default_factory=lambda: Inbox())
     """Messages for middleware (``notify_middleware``), applied at the next step."""
+    journal: ToolJournal | None = None
+    """Where tool calls are recorded, so a taken-over turn never repeats one."""
     _openai: dict[int, tuple[Message, list[dict[str, Any]]]] = field(
         default_factory=dict
     )
@@ -454,6 +457,14 @@ async def _run_call(ex: Execution, call: ToolCall) -> ToolResult:
         return result
     if ex.cancel.cancelled:  # nothing starts after a cancel
         return cancelled_result(call, started=False)
+    journal = ex.journal
+    if journal is not None:
+        recalled = await journal.recall(call, tool)
+        if recalled is not None:  # an earlier attempt of this run ran it
+            key = "failed" if recalled.is_error else "completed"
+            await ex.callbacks.fire(f"on_tool_execution_{key}", ex, call, recalled)
+            return recalled
+        await journal.started(call, tool)
     await ex.callbacks.fire("on_tool_execution_started", ex, call, tool)
     context = ToolContext(
         state=ex.state,
@@ -476,6 +487,8 @@ async def _run_call(ex: Execution, call: ToolCall) -> ToolResult:
         result = cancelled_result(call, started=True)
     except Exception as exc:  # execute_tool_call already catches; this is a last guard
         result = error_result(call, f"Tool {call.name!r} failed: {exc}")
+    if journal is not None:
+        await journal.finished(call, result)
     key = (
         "on_tool_execution_failed" if result.is_error else "on_tool_execution_completed"
     )

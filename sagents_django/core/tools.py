@@ -134,6 +134,10 @@ class Tool:
     """JSON schema of the arguments object."""
     display_text: str | None = None
     """A short human label for the UI ("Searching the web")."""
+    idempotent: bool = False
+    """Running it twice does no more than running it once (a read, a whole-file
+    write): a turn taken over after its worker died while this call ran runs it
+    again. Otherwise the call gets an error result instead (see ``core.journal``)."""
     _validator: Any = field(default=None, init=False, repr=False)
     _is_async: bool = field(default=False, init=False, repr=False)
 
@@ -219,6 +223,7 @@ def tool(
     description: str | None = None,
     parameters: dict[str, Any] | None = None,
     display_text: str | None = None,
+    idempotent: bool = False,
 ) -> Callable[[ToolFunction], Tool]:
     """Decorator: ``@tool(description=..., parameters=...)`` over ``def f(args, ctx)``."""
 
@@ -229,6 +234,7 @@ def tool(
             function=function,
             parameters=parameters or {"type": "object", "properties": {}},
             display_text=display_text,
+            idempotent=idempotent,
         )
 
     return wrap

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 
 _draining = threading.Event()
-_listeners: list[Callable[[], None]] = []
+_listeners: list[Callable[[], object]] = []
 _lock = threading.Lock()
 
 
@@ -31,7 +31,7 @@ def is_draining() -> bool:
     return _draining.is_set()
 
 
-def on_drain(listener: Callable[[], None]) -> Callable[[], None]:
+def on_drain(listener: Callable[[], object]) -> Callable[[], None]:
     """Call ``listener()`` when draining starts (at once if it has); returns a
     function that removes it."""
     with _lock:

@@ -50,7 +50,10 @@ _lock = threading.Lock()
 
 
 def start_inline(run_id: str) -> concurrent.futures.Future[Any]:
+    from . import sweeper
     from .turn import run_turn
+
+    sweeper.ensure_running()  # this process picks up the runs a dead one left
 
     future = loop.submit(run_turn(run_id))
     with _lock:

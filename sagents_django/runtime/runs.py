@@ -6,6 +6,8 @@ never reachable from a request.
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -16,31 +18,125 @@ from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
 from sagents_django.services.validation import parse_uuid
 
 
-def claim_run(run_id: Any, *, owner: str) -> AgentRun | None:
-    """Take a queued run for ``owner`` (one statement: of two workers given the same
-    run, one gets it); None when it was already claimed, finished or deleted, which
-    is what a duplicate or late delivery of its task finds. Not scoped: the executor
-    acts for the run's own scope, stored with it."""
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's hold on a running run: its owner name and the attempt it claimed.
+    Every write a turn makes as the run's holder checks both (a fencing token), so
+    a worker that lost its run (it paused past the lease and was taken over) can
+    no longer change it."""
+
+    run_id: uuid.UUID
+    owner: str
+    attempt: int
+
+
+class LeaseLost(Exception):
+    """This worker no longer holds the run: another worker took it over."""
+
+
+def stale_lease(lease_seconds: float) -> Q:
+    """Running runs whose heartbeat is older than the lease (their worker died)."""
+    cutoff = timezone.now() - timedelta(seconds=lease_seconds)
+    return Q(status="running") & (
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
+    )
+
+
+def claim_run(
+    run_id: Any, *, owner: str, lease_seconds: float, max_attempts: int
+) -> AgentRun | None:
+    """Take ``run_id`` for ``owner``: a queued run, or a running one whose lease went
+    stale and that has attempts left (a takeover). One statement, so of two workers
+    given the same run one gets it; None when it is held, finished or deleted,
+    which is what a duplicate or late delivery of its task finds. Not scoped: the
+    executor acts for the run's own scope, stored with it."""
     pk = parse_uuid(run_id, what="run_id")
     now = timezone.now()
-    claimed = AgentRun.objects.filter(pk=pk, status="queued").update(
-        status="running",
-        started_at=now,
-        heartbeat_at=now,
-        lease_owner=owner[:255],
-        attempts=F("attempts") + 1,
-    )
-    return AgentRun.objects.filter(pk=pk).first() if claimed else None
-
-
-def beat(run_id: Any) -> bool:
-    """Renew a running run's heartbeat; whether someone asked it to stop."""
-    pk = parse_uuid(run_id, what="run_id")
-    AgentRun.objects.filter(pk=pk, status="running").update(heartbeat_at=timezone.now())
-    return bool(
+    takeover = stale_lease(lease_seconds) & Q(attempts__lt=max_attempts)
+    claimed = (
         AgentRun.objects.filter(pk=pk)
+        .filter(Q(status="queued") | takeover)
+        .update(
+            status="running",
+            started_at=now,
+            heartbeat_at=now,
+            lease_owner=owner[:255],
+            attempts=F("attempts") + 1,
+        )
+    )
+    if not claimed:
+        return None
+    run = AgentRun.objects.filter(pk=pk).first()
+    if run is None or run.lease_owner != owner[:255]:
+        return None
+    return run
+
+
+def lease_of(run: AgentRun) -> Lease:
+    return Lease(run.pk, run.lease_owner, run.attempts)
+
+
+def held(lease: Lease) -> Any:
+    """The run's row while ``lease`` holds it (a queryset to update)."""
+    return AgentRun.objects.filter(
+        pk=lease.run_id,
+        status="running",
+        lease_owner=lease.owner,
+        attempts=lease.attempt,
+    )
+
+
+def beat(lease: Lease) -> bool:
+    """Renew the lease's heartbeat; whether someone asked the run to stop. Raises
+    LeaseLost when another worker holds the run now."""
+    if not held(lease).update(heartbeat_at=timezone.now()):
+        raise LeaseLost(f"Run {lease.run_id} is no longer held by {lease.owner}")
+    return bool(
+        AgentRun.objects.filter(pk=lease.run_id)
         .values_list("cancel_requested", flat=True)
         .first()
+    )
+
+
+def release(lease: Lease) -> bool:
+    """Give a running run back to the queue (a draining worker hands it over); the
+    attempt does not count, the worker did not fail. Whether it was still held."""
+    return bool(
+        held(lease).update(
+            status="queued",
+            lease_owner="",
+            heartbeat_at=None,
+            attempts=F("attempts") - 1,
+            submitted_at=timezone.now(),
+        )
+    )
+
+
+def requeue_stale(run_id: Any, *, lease_seconds: float, max_attempts: int) -> bool:
+    """Queue a run whose worker died again, if it has attempts left (the sweeper
+    then hands it to the executor); whether it was requeued here."""
+    return bool(
+        AgentRun.objects.filter(
+            stale_lease(lease_seconds), pk=run_id, attempts__lt=max_attempts
+        ).update(status="queued", lease_owner="", submitted_at=timezone.now())
+    )
+
+
+def claim_exhausted(
+    run_id: Any, *, owner: str, lease_seconds: float, max_attempts: int
+) -> AgentRun | None:
+    """Hold a run whose worker died on its last attempt, to end it as an error
+    (one statement: of two sweepers, one ends it)."""
+    now = timezone.now()
+    claimed = AgentRun.objects.filter(
+        stale_lease(lease_seconds), pk=run_id, attempts__gte=max_attempts
+    ).update(heartbeat_at=now, lease_owner=owner[:255])
+    return AgentRun.objects.filter(pk=run_id).first() if claimed else None
+
+
+def mark_submitted(run_ids: list[Any]) -> None:
+    AgentRun.objects.filter(pk__in=run_ids, status="queued").update(
+        submitted_at=timezone.now()
     )
 
 

@@ -49,6 +49,7 @@ from sagents_django.core import (
 from sagents_django.core.approvals import interrupt_from_dict
 from sagents_django.core.exceptions import LLMError
 from sagents_django.core.middleware.base import call_hook
+from sagents_django.core.middleware.patch_tool_calls import patch_dangling_tool_calls
 from sagents_django.core.persistence import (
     Lifecycle,
     PersistenceContext,
@@ -69,8 +70,10 @@ from sagents_django.persistence import (
 )
 from sagents_django.scope import Scope, scope_class
 
-from . import control, events_out, runs
+from . import checkpoints, control, draining, events_out, runs
+from .checkpoints import Checkpoints
 from .database import db
+from .journal import DatabaseJournal
 from .publisher import Publisher, display_message_json
 
 logger = logging.getLogger(__name__)
@@ -109,11 +112,24 @@ async def signal(name: str, **kwargs: Any) -> None:
 
 
 async def run_turn(run_id: str) -> str | None:
-    """Run the queued run ``run_id``; its final status, or None when this delivery
-    found it already claimed or finished (nothing is done then)."""
-    run = await db(runs.claim_run)(run_id, owner=worker_name())
+    """Run the run ``run_id`` (queued, or taken over from a worker that died); its
+    final status, or None when this delivery found it held by a living worker or
+    finished (nothing is done then)."""
+    if draining.is_draining():
+        # A deploy stops this worker: another one takes the run.
+        if sagents_settings.EXECUTOR == "celery":
+            from .executors import CeleryExecutor
+
+            await CeleryExecutor().asubmit(run_id)
+        return None
+    run = await db(runs.claim_run)(
+        run_id,
+        owner=worker_name(),
+        lease_seconds=sagents_settings.LEASE_SECONDS,
+        max_attempts=sagents_settings.MAX_ATTEMPTS,
+    )
     if run is None:
-        logger.info("Run %s was already claimed or finished", run_id)
+        logger.info("Run %s is held by another worker or finished", run_id)
         return None
     turn = await db(Turn.open)(run)
     return await turn.run()
@@ -144,6 +160,21 @@ class Turn:
     messages queued on it takes them along)."""
     resolving: set[str] = field(default_factory=set)
     """Interrupted tool calls whose results a resume may complete."""
+    lease: runs.Lease | None = None
+    checkpoints: Checkpoints | None = None
+    continuing: bool = False
+    """A takeover: the state is the last checkpoint of an earlier attempt, whose
+    messages already reached it."""
+    ended_saved: bool = False
+    """A takeover of a run whose whole state was saved (only its ending was lost)."""
+    lost: bool = False
+    """Another worker took the run over (this one paused past its lease): stop
+    without writing anything more."""
+    handing_off: bool = False
+    """The worker drains: stop at the next safe point and give the run back."""
+    handed_off: bool = False
+    in_tools: bool = False
+    """Between a reply with tool calls and the end of its step (a handoff waits)."""
 
     @property
     def run_id(self) -> str:
@@ -161,6 +192,7 @@ class Turn:
             conversation_id=str(run.conversation_id),
             agent_id=conversation.agent_id if conversation is not None else "",
             filesystem_scope=_filesystem_scope(meta.get("filesystem_scope")),
+            lease=runs.lease_of(run),
         )
         try:
             if conversation is None:
@@ -171,6 +203,7 @@ class Turn:
             turn.display = import_string(sagents_settings.DISPLAY_PERSISTENCE)()
             turn.agent = build_agent(turn.agent_id, scope, turn.filesystem_scope)
             turn.load()
+            turn.resume_checkpoints()
         except Exception as exc:
             logger.exception("Could not open run %s", run.pk)
             turn.setup_error = exc
@@ -199,7 +232,40 @@ class Turn:
             )
         self.revision = stored.revision
 
+    def resume_checkpoints(self) -> None:
+        """Where this attempt starts: the state as loaded, or (a takeover) the
+        last checkpoint of the attempt before."""
+        run = self.agent_run
+        self.lease = runs.lease_of(run)
+        base = run.checkpoint_revision
+        if base is not None:  # an earlier attempt got as far as changing the state
+            if self.revision == base:
+                self.checkpoints = checkpoints.resume_from(self.lease, base, self.state)
+                self.state = self.checkpoints.state
+                self.continuing = True
+                return
+            self.ended_saved = self.revision > base
+        self.checkpoints = Checkpoints(
+            lease=self.lease, base_revision=self.revision, state=self.state
+        )
+
     # Running (on the runtime loop) ---------------------------------------------
+    async def end_abandoned(self, error: str) -> str:
+        """End a run whose workers kept dying as an error (the sweeper's last word),
+        keeping the steps they checkpointed."""
+        window = sagents_settings.DELTA_WINDOW_MS / 1000
+        self.publisher = Publisher(self.conversation_id, window=window)
+        try:
+            if self.continuing and self.agent is not None:
+                messages = patch_dangling_tool_calls(
+                    self.state.messages, include_last=True
+                )
+                await self._save(self.state.set_messages(messages), "on_error")
+            return await self._end_error(error, error_type="worker_lost")
+        finally:
+            with contextlib.suppress(Exception):
+                await self.publisher.aclose()
+
     async def run(self) -> str:
         window = sagents_settings.DELTA_WINDOW_MS / 1000
         self.publisher = Publisher(self.conversation_id, window=window)
@@ -207,6 +273,10 @@ class Turn:
             self.conversation_id, self.run_id, self.cancel, self.inbox
         )
         status = "error"
+        loop = asyncio.get_running_loop()
+        stop_listening = draining.on_drain(
+            lambda: loop.call_soon_threadsafe(self._hand_off)
+        )
         try:
             async with control.listening(handle):
                 heart = asyncio.ensure_future(self._heartbeat())
@@ -223,18 +293,53 @@ class Turn:
                     with contextlib.suppress(BaseException):
                         await heart
         finally:
+            stop_listening()
             with contextlib.suppress(Exception):
                 await self.publisher.aclose()
         return status
 
     async def _heartbeat(self) -> None:
+        assert self.lease is not None
         while True:
             await asyncio.sleep(sagents_settings.HEARTBEAT_SECONDS)
             try:
-                if await db(runs.beat)(self.run_id):
+                if await db(runs.beat)(self.lease):
                     self.cancel.cancel("Cancelled")
+            except runs.LeaseLost:
+                self._lose()
+                return
             except Exception:
                 logger.warning("Heartbeat of run %s failed", self.run_id, exc_info=True)
+
+    def _lose(self) -> None:
+        """Another worker holds the run now: stop, write nothing more."""
+        if not self.lost:
+            logger.warning("Run %s was taken over by another worker", self.run_id)
+        self.lost = True
+        self.cancel.cancel("Taken over")
+
+    def _hand_off(self) -> None:
+        """The worker drains: stop now, or after the running tools' step."""
+        self.handing_off = True
+        if not self.in_tools:
+            self._stop_for_handoff()
+
+    def _stop_for_handoff(self) -> None:
+        if not self.handed_off:
+            self.handed_off = True
+            self.cancel.cancel("Handed over")
+
+    async def _release(self) -> str:
+        """Give the run back to the queue from its last checkpoint, for another
+        worker to go on at once."""
+        assert self.lease is not None
+        if await db(runs.release)(self.lease):
+            if sagents_settings.EXECUTOR == "celery":
+                from .executors import CeleryExecutor
+
+                await CeleryExecutor().asubmit(self.run_id)
+            logger.info("Run %s handed over (this worker drains)", self.run_id)
+        return "handed_over"
 
     async def _run(self) -> str:
         assert self.publisher is not None
@@ -247,11 +352,19 @@ class Turn:
             return await self._finish(
                 "cancelled", CANCELLED_TEXT, TokenUsage(), note=True
             )
+        if self.handed_off:
+            return await self._release()
         await self._publish_status("running")
-        await self.publisher.publish("run_started", self._run_info())
+        await self.publisher.publish(
+            "run_started", {**self._run_info(), "attempt": self.agent_run.attempts}
+        )
         try:
             self.state = await self._server_start(self.state)
             outcome = await self._start()
+            if self.lost:
+                return "lost"
+            if self.handed_off:
+                return await self._release()
         except InvalidResume as exc:
             return await self._end_error(str(exc), error_type="invalid_resume")
         except QueueLimit as exc:
@@ -285,6 +398,22 @@ class Turn:
             "cancel": self.cancel,
             "inbox": self.inbox,
         }
+        assert self.lease is not None
+        options["journal"] = DatabaseJournal(self.lease)
+        if self.ended_saved or (self.continuing and self.state.interrupt_data):
+            # An earlier attempt saved how the turn ended, or paused it.
+            return AgentResult(
+                status="interrupted" if self.state.interrupt_data else "completed",
+                state=self.state,
+                interrupt_data=self.state.interrupt_data,
+            )
+        if self.continuing:
+            self.delivered = True
+            last = self.state.messages[-1] if self.state.messages else None
+            if last is not None and last.role == "assistant" and not last.tool_calls:
+                # The reply was checkpointed; only the ending was lost.
+                return AgentResult(status="completed", state=self.state)
+            return await self.agent.aexecute(self.state, **options)
         for note in meta.get("notifications", []):
             self.inbox.post(str(note.get("middleware_id")), note.get("message"))
         if self.agent_run.trigger == "resume":
@@ -306,8 +435,9 @@ class Turn:
                 if isinstance(extra, dict):
                     user = replace(user, metadata={**user.metadata, **extra})
                 state = state.add_message(user)
-            # The user's messages are the turn's first checkpoint: never lost.
-            if not await self._save(state, "on_step"):
+            # The user's messages are the turn's first checkpoint: never lost, and
+            # never added twice (the run names the revision that holds them).
+            if not await self._save(state, "on_step", declare=True):
                 raise RuntimeError(NOT_SAVED)
         self.delivered = True
         if halted:
@@ -375,8 +505,16 @@ class Turn:
             publisher.add_deltas([d.to_dict() for d in deltas])
 
         async def on_message(ex: Any, message: Message) -> None:
-            await saving["on_llm_new_message"](ex, message)
+            # The reply and its display rows are one checkpoint: a takeover goes on
+            # from it (its tool calls, by their ids, through the journal), never
+            # asks the model again, and never shows the reply twice.
+            if message.tool_calls and message.status == "complete":
+                self.in_tools = True
+            await self._record(ex, message)
             await publisher.publish("llm_message", {"message": message.to_dict()})
+
+        async def on_tool_response(ex: Any, message: Message) -> None:
+            await self._record(ex, message)
 
         async def on_usage(_ex: Any, usage: TokenUsage) -> None:
             await publisher.publish("llm_token_usage", {"usage": usage.to_dict()})
@@ -416,13 +554,17 @@ class Turn:
                 )
 
         async def on_step_end(ex: Any) -> None:
-            await self._save(ex.state, "on_step")
+            await self._checkpoint(ex.state)
+            self.in_tools = False
+            if self.handing_off:
+                self._stop_for_handoff()
             await publisher.publish(
                 "agent_state_update", snapshot(ex.state), debug=True
             )
 
-        return {
+        handlers = {
             **saving,
+            "on_tool_response_created": on_tool_response,
             "on_llm_new_delta": on_deltas,
             "on_llm_new_message": on_message,
             "on_llm_token_usage": on_usage,
@@ -432,6 +574,59 @@ class Turn:
             "on_agent_event": on_event,
             "on_step_end": on_step_end,
         }
+        return {key: self._guard(handler) for key, handler in handlers.items()}
+
+    def _guard(self, handler: Any) -> Any:
+        """A callback that does nothing once this worker stopped holding the turn
+        (taken over, or handed over): what it would record belongs to the next."""
+
+        async def guarded(*args: Any) -> None:
+            if not (self.lost or self.handed_off):
+                await handler(*args)
+
+        return guarded
+
+    async def _record(self, ex: Any, message: Message) -> None:
+        """Save ``message``'s display rows and checkpoint the state that holds it,
+        in one transaction; then publish the rows."""
+        try:
+            rows = await db(self._record_rows)(message, ex.state)
+        except runs.LeaseLost:
+            self._lose()
+            return
+        assert self.publisher is not None
+        for row in rows:
+            await self.publisher.publish(
+                "display_message_saved", {"display_message": display_message_json(row)}
+            )
+
+    def _record_rows(self, message: Message, state: State) -> list[Any]:
+        with transaction.atomic():
+            rows = self.display.save_message(self.scope, message, self.context())
+            self._write_checkpoint(state)
+        return list(rows)
+
+    async def _checkpoint(self, state: State) -> None:
+        try:
+            await db(self._write_checkpoint)(state)
+        except runs.LeaseLost:
+            self._lose()
+
+    def _write_checkpoint(self, state: State) -> None:
+        """A step checkpoint (on a database thread). Failing to write one is
+        recorded and the turn goes on (its end saves the whole state); losing the
+        lease stops it."""
+        assert self.checkpoints is not None
+        try:
+            with transaction.atomic():
+                self.checkpoints.write(state)
+        except runs.LeaseLost:
+            raise
+        except Exception as exc:
+            logger.exception("Run %s could not checkpoint a step", self.run_id)
+            record_failure(
+                self.scope, self.context("on_step"), exc, kind="state", operation="step"
+            )
 
     async def _resolve(self, name: str, data: dict[str, Any]) -> None:
         """An interrupted call (a sub-agent's) that completes on resume: its result
@@ -453,12 +648,19 @@ class Turn:
             )
 
     # Ending ------------------------------------------------------------------------
-    async def _save(self, state: State, lifecycle: Lifecycle) -> bool:
-        """Save ``state`` over this turn's revision; False (recorded) if not."""
+    async def _save(
+        self, state: State, lifecycle: Lifecycle, *, declare: bool = False
+    ) -> bool:
+        """Save the whole ``state`` over this turn's revision; False (recorded) if
+        not. ``declare``: the run names the new revision as its checkpoint base in
+        the same transaction (its messages are in the state from now on)."""
         context = self.context(lifecycle)
         try:
             data = serialize_server_state(state)
-            row = await db(self.agent_persistence.save_state)(self.scope, data, context)
+            row = await db(self._save_whole)(data, context, declare)
+        except runs.LeaseLost:
+            self._lose()
+            return False
         except Exception as exc:
             logger.exception("The state of %s was not saved", self.agent_id)
             await db(record_failure)(
@@ -466,11 +668,29 @@ class Turn:
             )
             return False
         self.state, self.revision = state, row.revision
+        assert self.lease is not None
+        self.checkpoints = Checkpoints(
+            lease=self.lease, base_revision=row.revision, state=state, declared=declare
+        )
         return True
+
+    def _save_whole(
+        self, data: dict[str, Any], context: PersistenceContext, declare: bool
+    ) -> Any:
+        assert self.lease is not None
+        with transaction.atomic():
+            if not runs.held(self.lease).exists():
+                raise runs.LeaseLost(f"Run {self.run_id} was taken over")
+            row = self.agent_persistence.save_state(self.scope, data, context)
+            if declare:
+                runs.held(self.lease).update(checkpoint_revision=row.revision)
+        return row
 
     async def _settle(self, result: AgentResult) -> str:
         status = result.status
         if not await self._save(result.state, LIFECYCLES[status]):
+            if self.lost:
+                return "lost"
             await self._note_error(NOT_SAVED, "state_not_saved", retryable=True)
             return await self._finish("error", NOT_SAVED, result.usage)
         if status == "cancelled":
@@ -530,6 +750,8 @@ class Turn:
 
     async def _note_error(self, text: str, error_type: str, *, retryable: bool) -> None:
         assert self.publisher is not None
+        if self.lost:
+            return
         note: SyntheticMessage = {
             "message_type": "system",
             "content_type": "error",
@@ -575,6 +797,8 @@ class Turn:
         self, status: str, error: str, usage: TokenUsage, *, note: bool = False
     ) -> str:
         assert self.publisher is not None
+        if self.lost:
+            return "lost"
         if note:
             await self._synthetic(
                 {
@@ -682,6 +906,7 @@ def end_run(
             .values_list("pk", flat=True)
         )
         locked = AgentRun.objects.select_for_update().get(pk=run.pk)
+        checkpoints.fold(run.pk)
         services.finish_run(
             scope, run.pk, status=status, error=error, usage=usage, cost=cost
         )

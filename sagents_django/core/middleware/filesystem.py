@@ -63,6 +63,9 @@ ALL_TOOLS: tuple[str, ...] = (
     "delete_file",
     "move_file",
 )
+IDEMPOTENT_TOOLS = frozenset({"ls", "read_file", "search_text", "write_file"})
+"""Safe to run twice (a read, or a write of the whole file): a turn taken over
+after a crash runs them again; an interrupted edit, delete or move is not repeated."""
 MAX_LS_ENTRIES = 1000
 """More would flood the model's context; it is told to narrow with a pattern."""
 EntryToMap = Callable[[FileEntry], dict[str, Any]]
@@ -236,6 +239,7 @@ class FileSystem(Middleware):
             function=function,
             parameters=SCHEMAS[name],
             display_text=DISPLAY_TEXT[name],
+            idempotent=name in IDEMPOTENT_TOOLS,
         )
 
     async def _run(self, name: str, args: dict[str, Any]) -> str | ToolResult:

@@ -140,6 +140,7 @@ class TodoList(Middleware):
                 function=self.write_todos,
                 parameters=PARAMETERS,
                 display_text=self.display_text,
+                idempotent=True,  # it replaces the whole list
             )
         ]
 
