@@ -13,6 +13,7 @@ thread-sensitive thread.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -20,7 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import (
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connections,
+)
 
 from sagents_django.conf import sagents_settings
 
@@ -65,9 +71,33 @@ def _executor() -> ThreadPoolExecutor | None:
 def db(function: Callable[_P, _R]) -> Callable[_P, Awaitable[_R]]:
     """``function`` (synchronous, self-contained database work) for async code."""
     executor = _executor()
+    work = _reconnecting(function)
     if executor is None:
-        return sync_to_async(function)
-    return sync_to_async(function, thread_sensitive=False, executor=executor)
+        return sync_to_async(work)
+    return sync_to_async(work, thread_sensitive=False, executor=executor)
+
+
+def _reconnecting(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` on a live connection: one the server closed (a restart, a
+    failover, ``pg_terminate_backend``) is replaced and the work tried once more.
+    The failed attempt's transaction never committed (its connection was gone),
+    so trying again does it once."""
+
+    @functools.wraps(function)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        connection = connections["default"]
+        if connection.in_atomic_block:
+            return function(*args, **kwargs)  # the caller's transaction decides
+        close_old_connections()
+        try:
+            return function(*args, **kwargs)
+        except (OperationalError, InterfaceError):
+            if connection.in_atomic_block or connection.is_usable():
+                raise
+            connection.close()
+            return function(*args, **kwargs)
+
+    return call
 
 
 def close_connections() -> None:

@@ -28,7 +28,9 @@ class Notes(Middleware):
         return state.put_metadata("notes", [*state.get_metadata("notes", []), message])
 
 
-def build_agent(*, agent_id: str, scope: Any, filesystem_scope: Any = None) -> Agent:
+def build_agent(
+    *, agent_id: str, scope: Any, filesystem_scope: Any = None, tools: Any = ()
+) -> Agent:
     middleware = build_default_middleware(
         filesystem_opts={"configs": factory.build_file_storage()},
         interrupt_on={"write_file": True},
@@ -43,6 +45,7 @@ def build_agent(*, agent_id: str, scope: Any, filesystem_scope: Any = None) -> A
             stream_idle_timeout=STALL_SECONDS,
         ),
         base_system_prompt=factory.SYSTEM_PROMPT,
+        tools=tools,
         middleware=middleware,
         replace_default_middleware=True,
         filesystem_scope=filesystem_scope,

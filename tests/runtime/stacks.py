@@ -88,9 +88,20 @@ def worker_database_url() -> str:
 class Worker:
     """A Celery worker process running this session's turns."""
 
-    def __init__(self, llm: FakeOpenAIServer, *, concurrency: int = 20) -> None:
+    def __init__(
+        self,
+        llm: FakeOpenAIServer,
+        *,
+        concurrency: int = 20,
+        queue: str = QUEUE,
+        overrides: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.llm = llm
         self.concurrency = concurrency
+        self.queue = queue
+        self.overrides = overrides or {}
+        self.env = env or {}
         self.log = Path(f"/tmp/sagents-worker-{SESSION}-{uuid.uuid4().hex[:6]}.log")
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -102,11 +113,14 @@ class Worker:
             "DATABASE_URL": worker_database_url(),
             "REDIS_URL": REDIS_URL,
             "CELERY_BROKER_URL": REDIS_URL,
-            "SAGENTS_TEST_OVERRIDES": json.dumps(sagents_overrides(self.llm)),
+            "SAGENTS_TEST_OVERRIDES": json.dumps(
+                {**sagents_overrides(self.llm), **self.overrides}
+            ),
             "SAGENTS_TEST_PREFIX": PREFIX,
-            "SAGENTS_TEST_QUEUE": QUEUE,
+            "SAGENTS_TEST_QUEUE": self.queue,
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "HF_HUB_OFFLINE": "1",
+            **self.env,
         }
         command = [
             sys.executable,
@@ -120,9 +134,9 @@ class Worker:
             "--concurrency",
             str(self.concurrency),
             "--queues",
-            QUEUE,
+            self.queue,
             "--hostname",
-            f"{QUEUE}-{uuid.uuid4().hex[:6]}@%h",
+            f"{self.queue}-{uuid.uuid4().hex[:6]}@%h",
             "--loglevel",
             "info",
             "--without-gossip",
@@ -154,6 +168,14 @@ class Worker:
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting: a deploy stopping the worker."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
         """``kill -9``: the worker dies mid-whatever, as a crashed machine would."""

@@ -1,0 +1,357 @@
+"""Durable turns under what production does to them, with real processes.
+
+Two Celery workers on a queue of their own, with a short lease (2 s) and sweep
+(0.5 s) so that takeovers happen within seconds, and a 1 s broker visibility
+timeout so that Celery delivers running turns' tasks again while they run. The
+fake provider and the tools (``chaos_agents``) leave traces that show what ran
+how many times. Production stack only: the PostgreSQL pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from sagents_django.core.journal import LOST_TEXT
+from sagents_django.models import (
+    AgentRun,
+    AgentState,
+    AgentStep,
+    DisplayMessage,
+    ToolCallRecord,
+)
+from sagents_django.runtime import agent_server
+from tests.fakes.openai_server import FakeOpenAIServer, reply, tool_call
+from tests.runtime import stacks
+from tests.runtime.follow import EMBEDDED, follow, new_conversation, no_active_runs
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        "production" not in stacks.names(),
+        reason="real worker processes: the PostgreSQL pass",
+    ),
+]
+
+QUEUE = f"{stacks.QUEUE}-durable"
+FAST = {
+    "FACTORY": "tests.runtime.chaos_agents.build_agent",
+    "LEASE_SECONDS": 2,
+    "HEARTBEAT_SECONDS": 0.5,
+    "SWEEP_SECONDS": 0.5,
+}
+TEXT = "One two three four five six seven eight nine ten. " * 4
+
+
+@pytest.fixture(scope="module")
+def workers(
+    django_db_setup: Any, django_db_blocker: Any, production_llm: FakeOpenAIServer
+) -> Iterator[list[stacks.Worker]]:
+    stacks.use_redis_broker()
+    pair = [
+        stacks.Worker(
+            production_llm,
+            queue=QUEUE,
+            overrides=FAST,
+            env={"CELERY_VISIBILITY_TIMEOUT": "1"},
+        )
+        for _ in range(2)
+    ]
+    for worker in pair:
+        worker.start()
+    try:
+        yield pair
+    finally:
+        for worker in pair:
+            worker.stop()
+            worker.log.unlink(missing_ok=True)
+
+
+class Site:
+    def __init__(self, llm: FakeOpenAIServer, workers: list[stacks.Worker]) -> None:
+        self.llm = llm
+        self.workers = workers
+
+    async def holder(self, run_id: Any, timeout: float = 20) -> stacks.Worker:
+        """The worker whose turn holds ``run_id`` now."""
+        async with asyncio.timeout(timeout):
+            while True:
+                run = await AgentRun.objects.aget(pk=run_id)
+                if run.status == "running" and run.lease_owner:
+                    pid = int(run.lease_owner.split(":")[1])
+                    for worker in self.workers:
+                        if worker.alive() and worker.pid == pid:
+                            return worker
+                await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def site(
+    workers: list[stacks.Worker], production_llm: FakeOpenAIServer, settings: Any
+) -> Any:
+    from project.celery import app
+
+    production_llm.reset()
+    for worker in workers:
+        if not worker.alive():
+            await asyncio.to_thread(worker.start)
+    settings.CHANNEL_LAYERS = {"default": stacks.redis_layer()}
+    settings.SAGENTS = {**EMBEDDED, **stacks.sagents_overrides(production_llm), **FAST}
+    app.conf.task_default_queue = QUEUE
+    try:
+        yield Site(production_llm, workers)
+        assert await no_active_runs(60), "a turn was still running after the test"
+    finally:
+        app.conf.task_default_queue = stacks.QUEUE
+
+
+async def rows(conversation: Any) -> list[DisplayMessage]:
+    return [
+        r
+        async for r in DisplayMessage.objects.filter(
+            conversation=conversation
+        ).order_by("id")
+    ]
+
+
+async def state_roles(conversation: Any) -> list[str]:
+    state = await AgentState.objects.aget(conversation=conversation)
+    return [m["role"] for m in state.state_data["state"]["messages"]]
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+async def wait_for(condition: Any, timeout: float = 20) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
+async def next_message_works(scope: Any, conversation: Any, site: Site) -> None:
+    site.llm.script(reply("Still here."))
+    follower = await follow(scope, conversation.pk)
+    await agent_server.aadd_message(scope, conversation.pk, "still there?")
+    finished = await follower.until("run_finished", timeout=30)
+    assert finished["data"]["status"] == "completed"
+    assert (await rows(conversation))[-1].content["text"] == "Still here."
+
+
+async def test_a_worker_killed_mid_stream_is_taken_over_with_nothing_lost_or_doubled(
+    site: Site,
+) -> None:
+    site.llm.script(reply(TEXT, chunks=40, delay=0.1), reply(TEXT, chunks=4))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    submission = await agent_server.aadd_message(scope, conversation.pk, "talk")
+    await follower.until("llm_deltas")
+    first = await site.holder(submission.run_id)
+
+    first.kill()
+    finished = await follower.until("run_finished", timeout=60)
+
+    assert finished["data"]["status"] == "completed"
+    run = await AgentRun.objects.aget(pk=submission.run_id)
+    assert run.attempts == 2
+    assert int(run.lease_owner.split(":")[1]) != first.pid
+    shown = await rows(conversation)
+    assert [(r.message_type, r.content_type) for r in shown] == [
+        ("user", "text"),
+        ("assistant", "text"),
+    ]
+    assert shown[1].content["text"] == TEXT
+    assert await state_roles(conversation) == ["user", "assistant"]
+    assert len(site.llm.requests) == 2  # the cut-off reply was asked for again
+    attempts = [
+        e["data"]["attempt"] for e in follower.events if e["event"] == "run_started"
+    ]
+    assert attempts == [1, 2]
+    assert not await AgentStep.objects.filter(run=run).aexists()  # folded
+    await next_message_works(scope, conversation, site)
+
+
+async def test_a_worker_killed_mid_tool_never_runs_a_finished_or_unsafe_call_twice(
+    site: Site, tmp_path: Path
+) -> None:
+    slow, quick, safe = tmp_path / "slow", tmp_path / "quick", tmp_path / "safe"
+    site.llm.script(
+        reply(
+            tool_calls=[
+                tool_call("note", {"path": str(slow), "seconds": 30}),
+                tool_call("note", {"path": str(quick)}),
+                tool_call("read_note", {"path": str(safe), "seconds": 2}),
+            ]
+        ),
+        reply("Done."),
+    )
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    submission = await agent_server.aadd_message(scope, conversation.pk, "note it")
+    first = await site.holder(submission.run_id)
+    await wait_for(lambda: lines(slow) == lines(quick) == lines(safe) == 1)
+    await wait_for(
+        lambda: ToolCallRecord.objects.filter(
+            run_id=submission.run_id, status="completed"
+        ).exists()
+    )
+
+    first.kill()
+    finished = await follower.until("run_finished", timeout=60)
+
+    assert finished["data"]["status"] == "completed"
+    assert (lines(slow), lines(quick), lines(safe)) == (1, 1, 2)
+    records = {
+        r.name + ":" + str(r.result["content"])[:12]: r.status
+        async for r in ToolCallRecord.objects.filter(run_id=submission.run_id)
+    }
+    assert sorted(records.values()) == ["completed", "completed", "lost"]
+    # The model read a result for every call: the journal's, or that one was lost.
+    results = [m for m in site.llm.requests[1].messages if m["role"] == "tool"]
+    assert len(results) == 3
+    assert LOST_TEXT.format(name="note")[:40] in results[0]["content"]
+    assert results[1]["content"] == f"noted in {quick}"
+    shown = await rows(conversation)
+    kinds = [(r.message_type, r.content_type) for r in shown]
+    assert kinds.count(("assistant", "tool_call")) == 3
+    assert kinds.count(("tool", "tool_result")) == 3
+    assert kinds[-1] == ("assistant", "text") and shown[-1].content["text"] == "Done."
+    assert await state_roles(conversation) == ["user", "assistant", "tool", "assistant"]
+    await next_message_works(scope, conversation, site)
+
+
+async def test_a_turn_that_kills_every_worker_ends_as_an_error_after_three_attempts(
+    site: Site,
+) -> None:
+    site.llm.script(reply(tool_calls=[tool_call("crash", {})]))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    stop = threading.Event()
+
+    def supervise() -> None:  # restarts the workers the turn kills, as systemd would
+        while not stop.is_set():
+            for worker in site.workers:
+                if not worker.alive():
+                    worker.start()
+            stop.wait(0.2)
+
+    supervisor = threading.Thread(target=supervise, daemon=True)
+    supervisor.start()
+    try:
+        submission = await agent_server.aadd_message(scope, conversation.pk, "crash")
+        finished = await follower.until("run_finished", timeout=120)
+    finally:
+        stop.set()
+        await asyncio.to_thread(supervisor.join, 30)
+
+    assert finished["data"]["status"] == "error"
+    assert "stopped 3 times" in finished["data"]["error"]
+    run = await AgentRun.objects.aget(pk=submission.run_id)
+    assert (run.status, run.attempts) == ("error", 3)
+    assert "stopped 3 times" in run.error
+    shown = await rows(conversation)
+    assert shown[-1].content["error_type"] == "worker_lost"
+    assert len(site.llm.requests) == 1  # takeovers went on from the checkpoint
+    # The state kept the call, answered, so the history stays well-formed.
+    assert await state_roles(conversation) == ["user", "assistant", "tool"]
+    for worker in site.workers:
+        if not worker.alive():
+            await asyncio.to_thread(worker.start)
+    await next_message_works(scope, conversation, site)
+
+
+async def test_a_task_delivered_several_times_at_once_runs_the_turn_once(
+    site: Site,
+) -> None:
+    from sagents_django.tasks import run_agent_turn
+
+    site.llm.script(reply(TEXT, chunks=30, delay=0.1))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    submission = await agent_server.aadd_message(scope, conversation.pk, "talk")
+    for _ in range(3):
+        await sync_to_async(run_agent_turn.delay)(submission.run_id)
+
+    finished = await follower.until("run_finished", timeout=60)
+
+    assert finished["data"]["status"] == "completed"
+    run = await AgentRun.objects.aget(pk=submission.run_id)
+    assert run.attempts == 1
+    assert len(site.llm.requests) == 1
+    shown = await rows(conversation)
+    assert [r.message_type for r in shown] == ["user", "assistant"]
+
+
+async def test_a_worker_stopped_for_a_deploy_hands_its_turn_over_at_once(
+    site: Site,
+) -> None:
+    site.llm.script(reply(TEXT, chunks=40, delay=0.1), reply(TEXT, chunks=4))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    submission = await agent_server.aadd_message(scope, conversation.pk, "talk")
+    await follower.until("llm_deltas")
+    first = await site.holder(submission.run_id)
+    loop = asyncio.get_running_loop()
+
+    first.terminate()
+    started = loop.time()
+    await follower.until("run_started", timeout=30)
+    handed_over_in = loop.time() - started
+    finished = await follower.until("run_finished", timeout=60)
+
+    assert finished["data"]["status"] == "completed"
+    # Not after the lease expired: the drained worker gave the run back.
+    assert handed_over_in < FAST["LEASE_SECONDS"]
+    run = await AgentRun.objects.aget(pk=submission.run_id)
+    assert run.attempts == 1  # a handover is not a failed attempt
+    assert int(run.lease_owner.split(":")[1]) != first.pid
+    shown = await rows(conversation)
+    assert [r.message_type for r in shown] == ["user", "assistant"]
+    assert shown[1].content["text"] == TEXT
+    assert await asyncio.to_thread(first.process.wait, 30) is not None  # type: ignore[union-attr]
+
+
+async def test_database_connections_killed_mid_turn_are_replaced_and_the_turn_ends(
+    site: Site, tmp_path: Path
+) -> None:
+    site.llm.script(
+        reply(
+            tool_calls=[tool_call("note", {"path": str(tmp_path / "n"), "seconds": 1})]
+        ),
+        reply(TEXT, chunks=20, delay=0.1),
+    )
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    submission = await agent_server.aadd_message(scope, conversation.pk, "note it")
+    await follower.until("llm_deltas")
+
+    def terminate_others() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return int(cursor.fetchone()[0])
+
+    assert await sync_to_async(terminate_others)() > 0
+    finished = await follower.until("run_finished", timeout=60)
+
+    assert finished["data"]["status"] == "completed"
+    run = await AgentRun.objects.aget(pk=submission.run_id)
+    assert run.status == "completed"
+    shown = await rows(conversation)
+    assert [(r.message_type, r.content_type) for r in shown] == [
+        ("user", "text"),
+        ("assistant", "tool_call"),
+        ("tool", "tool_result"),
+        ("assistant", "text"),
+    ]
+    assert shown[-1].content["text"] == TEXT
+    await next_message_works(scope, conversation, site)
