@@ -26,7 +26,7 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
@@ -139,6 +139,8 @@ class AgentRunAdmin(ReadOnlyAdmin):
         "cost_usd",
         "error",
         "failures",
+        "journal",
+        "checkpoint_revision",
         "pretty_metadata",
     )
     readonly_fields = fields
@@ -214,6 +216,35 @@ class AgentRunAdmin(ReadOnlyAdmin):
             return "0"
         url = failures_url(self.admin_site.name, run=run.pk)
         return format_html('<a href="{}">{}</a>', url, count)
+
+    @admin.display(description="tool calls")
+    def journal(self, run: AgentRun) -> SafeString | str:
+        """The run's tool-call journal: a ``lost`` call was running when its worker
+        died and, not being idempotent, was answered with an error, not run again."""
+        records = list(run.tool_calls.all()[:200])
+        if not records:
+            return "-"
+        rows = format_html_join(
+            "",
+            '<tr class="sagents-call--{}"><td>{}</td><td><code>{}</code></td>'
+            "<td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    r.status,
+                    r.name,
+                    r.call_id,
+                    r.status.upper() if r.status == "lost" else r.status,
+                    r.attempt,
+                    "yes" if r.idempotent else "no",
+                )
+                for r in records
+            ),
+        )
+        return format_html(
+            "<table><thead><tr><th>tool</th><th>call id</th><th>status</th>"
+            "<th>attempt</th><th>idempotent</th></tr></thead><tbody>{}</tbody></table>",
+            rows,
+        )
 
     @admin.display(description="metadata")
     def pretty_metadata(self, run: AgentRun) -> SafeString:

@@ -25,7 +25,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from sagents_django import services
-from sagents_django.models import AgentRun, DisplayMessage, PersistenceFailure
+from sagents_django.models import (
+    AgentRun,
+    DisplayMessage,
+    PersistenceFailure,
+    ToolCallRecord,
+)
 from sagents_django.runtime import agent_server
 from sagents_django.runtime.executors import wait_inline
 from sagents_django.scope import Scope
@@ -236,6 +241,27 @@ def test_a_run_page_shows_duration_tokens_cost_and_metadata(operator: Client) ->
     assert response.status_code == 200
     assert "4.2 s" in html and "1,200 / 340" in html
     assert "Cost (USD)" in html
+
+
+@pytest.mark.django_db
+def test_a_run_page_lists_its_tool_calls_and_marks_a_lost_one(operator: Client) -> None:
+    _, conversation = owner_and_conversation()
+    run = make_run(conversation, "completed")
+    ToolCallRecord.objects.create(
+        run=run, call_id="call_ok", name="read_file", status="completed"
+    )
+    ToolCallRecord.objects.create(
+        run=run, call_id="call_<b>x</b>", name="send_email", status="lost", attempt=2
+    )
+
+    response = operator.get(
+        reverse("admin:sagents_django_agentrun_change", args=[run.pk])
+    )
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "send_email" in html and "LOST" in html and "call_ok" in html
+    assert "call_&lt;b&gt;x&lt;/b&gt;" in html  # ids are escaped
 
 
 # Who may act --------------------------------------------------------------------------
