@@ -85,6 +85,78 @@ def worker_database_url() -> str:
     )
 
 
+def process_env(
+    llm: FakeOpenAIServer,
+    queue: str = QUEUE,
+    overrides: dict[str, Any] | None = None,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of a process of the production stack (a worker, daphne)
+    serving this session's test database, layer prefix and queue."""
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "tests.runtime.worker_settings",
+        "DATABASE_URL": worker_database_url(),
+        "REDIS_URL": REDIS_URL,
+        "CELERY_BROKER_URL": REDIS_URL,
+        "SAGENTS_TEST_OVERRIDES": json.dumps(
+            {**sagents_overrides(llm), **(overrides or {})}
+        ),
+        "SAGENTS_TEST_PREFIX": PREFIX,
+        "SAGENTS_TEST_QUEUE": queue,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "HF_HUB_OFFLINE": "1",
+        **(extra or {}),
+    }
+
+
+class Daphne:
+    """A daphne process serving the project on the production stack."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.log = Path(f"/tmp/sagents-daphne-{SESSION}-{uuid.uuid4().hex[:6]}.log")
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def start(self, timeout: float = 60) -> Daphne:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
+        command += ["-p", str(self.port), "project.asgi:application"]
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"daphne did not start:\n{self.log.read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.1)
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws/sagents/"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.log.unlink(missing_ok=True)
+
+
 class Worker:
     """A Celery worker process running this session's turns."""
 
@@ -106,22 +178,7 @@ class Worker:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60) -> Worker:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "DJANGO_SETTINGS_MODULE": "tests.runtime.worker_settings",
-            "DATABASE_URL": worker_database_url(),
-            "REDIS_URL": REDIS_URL,
-            "CELERY_BROKER_URL": REDIS_URL,
-            "SAGENTS_TEST_OVERRIDES": json.dumps(
-                {**sagents_overrides(self.llm), **self.overrides}
-            ),
-            "SAGENTS_TEST_PREFIX": PREFIX,
-            "SAGENTS_TEST_QUEUE": self.queue,
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            "HF_HUB_OFFLINE": "1",
-            **self.env,
-        }
+        env = process_env(self.llm, self.queue, self.overrides, self.env)
         command = [
             sys.executable,
             "-m",

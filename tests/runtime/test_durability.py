@@ -354,3 +354,105 @@ async def test_database_connections_killed_mid_turn_are_replaced_and_the_turn_en
     ]
     assert shown[-1].content["text"] == TEXT
     await next_message_works(scope, conversation, site)
+
+
+@pytest.fixture(scope="module")
+def daphnes(
+    workers: list[stacks.Worker], production_llm: FakeOpenAIServer
+) -> Iterator[list[stacks.Daphne]]:
+    env = stacks.process_env(production_llm, QUEUE, FAST)
+    pair = [stacks.Daphne(env).start() for _ in range(2)]
+    try:
+        yield pair
+    finally:
+        for daphne in pair:
+            daphne.stop()
+
+
+def signed_in() -> tuple[str, str]:
+    """A user's session cookie and a conversation of theirs."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from sagents_django import services
+    from sagents_django.scope import Scope
+
+    user = get_user_model().objects.create_user(username="walker")
+    conversation = services.create_conversation(Scope.for_user(user))
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value, str(conversation.pk)
+
+
+class Client:
+    """A JSON-socket client that shows what a chat client would: the text streamed
+    since the run (re)started, and the messages saved."""
+
+    def __init__(self, socket: Any) -> None:
+        self.socket = socket
+        self.text = ""
+        self.saved: list[dict[str, Any]] = []
+        self.attempts: list[int] = []
+
+    async def until_finished(self, timeout: float = 60) -> dict[str, Any]:
+        import json
+
+        async with asyncio.timeout(timeout):
+            async for raw in self.socket:
+                frame = json.loads(raw)
+                event, data = frame.get("event"), frame.get("data") or {}
+                if event == "run_started":
+                    self.text = ""  # a takeover streams the reply again
+                    self.attempts.append(data["attempt"])
+                elif event == "llm_deltas" and "subagent" not in frame:
+                    self.text += "".join(d.get("content") or "" for d in data["deltas"])
+                elif event == "display_message_saved":
+                    self.saved.append(data["display_message"])
+                elif event == "run_finished":
+                    return data
+        raise AssertionError("the socket closed before the run finished")
+
+
+async def test_a_client_on_one_daphne_sees_a_turn_another_worker_finished_once(
+    site: Site, daphnes: list[stacks.Daphne]
+) -> None:
+    import json
+
+    import websockets
+
+    site.llm.script(reply(TEXT, chunks=40, delay=0.1), reply(TEXT, chunks=4))
+    session, conversation = await sync_to_async(signed_in)()
+    a, b = daphnes
+    headers = {"Cookie": f"sessionid={session}"}
+
+    async with (
+        websockets.connect(
+            a.url, origin=f"http://127.0.0.1:{a.port}", additional_headers=headers
+        ) as on_a,
+        websockets.connect(
+            b.url, origin=f"http://127.0.0.1:{b.port}", additional_headers=headers
+        ) as on_b,
+    ):
+        watcher = Client(on_a)
+        frame = {"action": "subscribe", "id": "s", "conversation": conversation}
+        await on_a.send(json.dumps(frame))
+        assert json.loads(await on_a.recv())["ok"] is True
+        send = {"action": "send", "id": "m", "conversation": conversation}
+        await on_b.send(json.dumps({**send, "text": "talk"}))  # sent through B
+        answer = json.loads(await on_b.recv())
+        assert answer["ok"] is True, answer
+        run_id = answer["run_id"]
+        first = await site.holder(run_id)
+        await wait_for(lambda: len(site.llm.requests) == 1)
+        await asyncio.sleep(0.5)  # mid-stream
+
+        first.kill()
+        finished = await watcher.until_finished()
+
+    assert finished["status"] == "completed"
+    assert watcher.text == TEXT  # the whole reply, once
+    assert watcher.attempts == [1, 2]
+    replies = [m for m in watcher.saved if m["message_type"] == "assistant"]
+    assert len(replies) == 1 and replies[0]["content"]["text"] == TEXT
+    stored = await rows(conversation)
+    assert [r.message_type for r in stored] == ["user", "assistant"]
