@@ -115,8 +115,10 @@ def database_threads(django_db_setup: Any, django_db_blocker: Any) -> Any:
     yield
     from django.db import connection
 
+    from sagents_django.runtime import sweeper
     from sagents_django.runtime.database import close_connections
 
+    sweeper.stop()  # it would query a database about to be dropped
     close_connections()
     if connection.vendor != "postgresql":
         return

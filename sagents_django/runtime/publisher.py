@@ -107,6 +107,8 @@ class Publisher:
         self.window = window
         self.sent = 0
         """Events sent (deltas batches count once)."""
+        self.failed = 0
+        """Events the channel layer did not take."""
         self._batches: list[tuple[dict[str, Any] | None, list[dict[str, Any]]]] = []
         """Deltas waiting, by sub-agent tag, in arrival order."""
         self._last_deltas = float("-inf")
@@ -188,7 +190,24 @@ class Publisher:
         debug: bool = False,
         subagent: dict[str, Any] | None = None,
     ) -> None:
-        await publish(self.conversation_id, event, data, debug=debug, subagent=subagent)
+        try:
+            await publish(
+                self.conversation_id, event, data, debug=debug, subagent=subagent
+            )
+        except Exception:
+            # The layer is a best-effort notifier (the database is the truth): a
+            # turn goes on when it is down, and clients resync from the database
+            # (their next event's seq shows the gap).
+            self.failed += 1
+            if self.failed == 1:
+                logger.warning(
+                    "Could not publish %s for %s; later failures of this turn are "
+                    "counted, not logged",
+                    event,
+                    self.conversation_id,
+                    exc_info=True,
+                )
+            return
         self.sent += 1
 
     async def aclose(self) -> None:

@@ -88,14 +88,17 @@ def held(lease: Lease) -> Any:
 
 def beat(lease: Lease) -> bool:
     """Renew the lease's heartbeat; whether someone asked the run to stop. Raises
-    LeaseLost when another worker holds the run now."""
-    if not held(lease).update(heartbeat_at=timezone.now()):
-        raise LeaseLost(f"Run {lease.run_id} is no longer held by {lease.owner}")
-    return bool(
+    LeaseLost when another worker holds the run now (or it waits for one); a run
+    that just ended (its turn is finishing) is not lost."""
+    renewed = held(lease).update(heartbeat_at=timezone.now())
+    row = (
         AgentRun.objects.filter(pk=lease.run_id)
-        .values_list("cancel_requested", flat=True)
+        .values("status", "cancel_requested")
         .first()
     )
+    if not renewed and row is not None and row["status"] in ACTIVE_RUN_STATUSES:
+        raise LeaseLost(f"Run {lease.run_id} is no longer held by {lease.owner}")
+    return bool(row and row["cancel_requested"])
 
 
 def release(lease: Lease) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
@@ -85,19 +86,24 @@ async def sweep_forever() -> None:
             logger.exception("The sweep failed; the next one tries again")
 
 
-_started: set[int] = set()
+_running: dict[int, Any] = {}
 _lock = threading.Lock()
 
 
 def ensure_running() -> None:
     """Start this process's sweeper on its runtime loop (once per process)."""
-    import os
-
     with _lock:
-        if os.getpid() in _started:
+        if os.getpid() in _running:
             return
-        _started.add(os.getpid())
-    loop.submit(sweep_forever())
+        _running[os.getpid()] = loop.submit(sweep_forever())
+
+
+def stop() -> None:
+    """Stop this process's sweeper (a test session ending, a process exiting)."""
+    with _lock:
+        future = _running.pop(os.getpid(), None)
+    if future is not None:
+        future.cancel()
 
 
 # Helpers ----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Durable turns under what production does to them, with real processes.
 
-Two Celery workers on a queue of their own, with a short lease (2 s) and sweep
-(0.5 s) so that takeovers happen within seconds, and a 1 s broker visibility
+Two Celery workers on a queue of their own, with a short lease (4 s: shorter is
+taken for death on a loaded 2-core machine) and sweep (0.5 s) so that takeovers
+happen within seconds, and a 1 s broker visibility
 timeout so that Celery delivers running turns' tasks again while they run. The
 fake provider and the tools (``chaos_agents``) leave traces that show what ran
 how many times. Production stack only: the PostgreSQL pass.
@@ -43,7 +44,7 @@ pytestmark = [
 QUEUE = f"{stacks.QUEUE}-durable"
 FAST = {
     "FACTORY": "tests.runtime.chaos_agents.build_agent",
-    "LEASE_SECONDS": 2,
+    "LEASE_SECONDS": 4,
     "HEARTBEAT_SECONDS": 0.5,
     "SWEEP_SECONDS": 0.5,
 }
@@ -456,3 +457,123 @@ async def test_a_client_on_one_daphne_sees_a_turn_another_worker_finished_once(
     assert len(replies) == 1 and replies[0]["content"]["text"] == TEXT
     stored = await rows(conversation)
     assert [r.message_type for r in stored] == ["user", "assistant"]
+
+
+class PrivateRedis:
+    """A Redis server of this test's own (restarting the shared one would break
+    every other test session on the machine)."""
+
+    def __init__(self) -> None:
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = int(probe.getsockname()[1])
+        self.process: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> PrivateRedis:
+        import subprocess
+        import time
+
+        import redis
+
+        self.process = subprocess.Popen(
+            [
+                *("redis-server", "--port", str(self.port), "--bind", "127.0.0.1"),
+                *("--save", "", "--appendonly", "no"),
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        for _ in range(100):
+            try:
+                redis.Redis.from_url(self.url).ping()
+                return self
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+async def layer_works_again(timeout: float = 30) -> float:
+    """Seconds until this process's channel layer delivers a group message again
+    (it reconnects to the restarted server on its own)."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while loop.time() - started < timeout:
+        try:
+            async with asyncio.timeout(1):
+                channel = await layer.new_channel()
+                await layer.group_add("probe", channel)
+                await layer.group_send("probe", {"type": "probe"})
+                await layer.receive(channel)
+                return loop.time() - started
+        except Exception:
+            await asyncio.sleep(0.2)
+    raise AssertionError("the channel layer did not come back")
+
+
+@pytest.fixture(scope="module")
+def private_redis() -> Iterator[PrivateRedis]:
+    server = PrivateRedis().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_the_channel_layer_restarted_mid_turn_loses_nothing_stored(
+    site: Site, private_redis: PrivateRedis, settings: Any
+) -> None:
+    """Redis under the channel layer goes away mid-stream and comes back: the turn
+    still ends, the database holds the reply once, and the next turn streams."""
+    env = stacks.process_env(site.llm, QUEUE, FAST, {"REDIS_URL": private_redis.url})
+    layered = [stacks.Worker(site.llm, queue=QUEUE, overrides=FAST) for _ in range(1)]
+    for worker in site.workers:  # only workers on the private layer take this turn
+        await asyncio.to_thread(worker.stop)
+    for worker in layered:
+        worker.env = {k: v for k, v in env.items() if k == "REDIS_URL"}
+        await asyncio.to_thread(worker.start)
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            **stacks.redis_layer(),
+            "CONFIG": {"hosts": [private_redis.url], "prefix": stacks.PREFIX},
+        }
+    }
+    try:
+        site.llm.script(reply(TEXT, chunks=40, delay=0.1))
+        scope, conversation = await new_conversation()
+        submission = await agent_server.aadd_message(scope, conversation.pk, "talk")
+        await wait_for(lambda: len(site.llm.requests) == 1)
+        await asyncio.sleep(0.5)  # mid-stream
+
+        await asyncio.to_thread(private_redis.stop)
+        await asyncio.sleep(1)
+        await asyncio.to_thread(private_redis.start)
+        run = await AgentRun.objects.aget(pk=submission.run_id)
+        async with asyncio.timeout(60):
+            while run.status not in ("completed", "error", "cancelled"):
+                await asyncio.sleep(0.1)
+                await run.arefresh_from_db()
+
+        assert run.status == "completed"
+        shown = await rows(conversation)
+        assert [r.message_type for r in shown] == ["user", "assistant"]
+        assert shown[1].content["text"] == TEXT
+        await layer_works_again()
+        await next_message_works(scope, conversation, site)
+    finally:
+        for worker in layered:
+            await asyncio.to_thread(worker.stop)
+            print(worker.output()[-6000:])  # shown when the test fails
+            worker.log.unlink(missing_ok=True)
