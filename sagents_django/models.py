@@ -257,12 +257,12 @@ class AgentStep(models.Model):
         return f"Step {self.number} of run {self.run_id}"
 
 
-TOOL_CALL_STATUSES = ("started", "completed", "failed", "lost")
+TOOL_CALL_STATUSES = ("completed", "failed", "lost")
 
 
 class ToolCallRecord(models.Model):
-    """The journal of a run's tool calls, keyed by run and call id: a worker that
-    takes a run over replays finished calls from here instead of running them
+    """The journal of a run's finished tool calls, keyed by run and call id: a
+    worker that takes a run over replays them from here instead of running them
     again; a non-idempotent call that was running when its worker died is
     ``lost`` (answered with an error result, not run twice)."""
 
@@ -273,15 +273,14 @@ class ToolCallRecord(models.Model):
     call_id = models.CharField(max_length=255)
     name = models.CharField(max_length=255)
     status = models.CharField(max_length=16, choices=_choices(TOOL_CALL_STATUSES))
-    idempotent = models.BooleanField(default=False)
     attempt = models.PositiveIntegerField(default=1)
+    """The attempt at the run that recorded it."""
     result = models.JSONField(null=True, blank=True)
-    started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "sagents_tool_calls"
-        ordering = ("started_at", "id")
+        ordering = ("id",)
         constraints = [
             models.UniqueConstraint(
                 fields=["run", "call_id"], name="sagents_one_record_per_tool_call"

@@ -227,7 +227,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         rows = format_html_join(
             "",
             '<tr class="sagents-call--{}"><td>{}</td><td><code>{}</code></td>'
-            "<td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<td>{}</td><td>{}</td></tr>",
             (
                 (
                     r.status,
@@ -235,14 +235,13 @@ class AgentRunAdmin(ReadOnlyAdmin):
                     r.call_id,
                     r.status.upper() if r.status == "lost" else r.status,
                     r.attempt,
-                    "yes" if r.idempotent else "no",
                 )
                 for r in records
             ),
         )
         return format_html(
             "<table><thead><tr><th>tool</th><th>call id</th><th>status</th>"
-            "<th>attempt</th><th>idempotent</th></tr></thead><tbody>{}</tbody></table>",
+            "<th>attempt</th></tr></thead><tbody>{}</tbody></table>",
             rows,
         )
 

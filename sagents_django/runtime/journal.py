@@ -1,15 +1,19 @@
 """The database journal of a run's tool calls (``core.journal``'s protocol).
 
-Each call is recorded as it starts and as it finishes, keyed by run and call id. A
-worker that takes the run over after a crash replays a finished call's result; a
-call still marked started was running when the worker died: an idempotent tool runs
-again, any other is marked ``lost`` and answered with an error result (the admin
-lists it on the run).
+A finished call is recorded with its result, keyed by run and call id, in the same
+transaction as its tool-call card's update (the turn writes both, ``record``), so
+the journal and what people see never disagree. A worker that takes the run over
+replays a recorded result instead of running the call again. A call of the step it
+inherits (issued before the crash) with no result was running, or about to: an
+idempotent tool runs again; any other is recorded ``lost`` and answered with an
+error result (the admin lists it on the run). Nothing is written when a call starts:
+the checkpoint of the reply that issued it already says it may have.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from django.utils import timezone
@@ -27,68 +31,70 @@ logger = logging.getLogger(__name__)
 
 
 class DatabaseJournal:
-    def __init__(self, lease: runs.Lease) -> None:
+    def __init__(self, lease: runs.Lease, inherited: Iterable[str] = ()) -> None:
         self.lease = lease
+        self.inherited = frozenset(inherited)
+        """Calls issued by an earlier attempt that its checkpoint has no result for."""
+        self._finished: dict[str, ToolResult] = {}
 
     async def recall(self, call: ToolCall, tool: Any) -> ToolResult | None:
         return await db(self._recall)(call, is_idempotent(tool))
 
     async def started(self, call: ToolCall, tool: Any) -> None:
-        await db(self._started)(call, is_idempotent(tool))
+        return None
 
     async def finished(self, call: ToolCall, result: ToolResult) -> None:
-        await db(self._finished)(call, result)
+        self._finished[call.call_id] = result
+
+    def record(self, call_id: str) -> None:
+        """Write the result ``finished`` was told of (on a database thread, in the
+        transaction that updates the call's card); a replayed call is not written
+        again."""
+        result = self._finished.pop(call_id, None)
+        if result is None:
+            return
+        write(self.lease, call_id, result, "failed" if result.is_error else "completed")
 
     # On a database thread -------------------------------------------------------
     def _recall(self, call: ToolCall, idempotent: bool) -> ToolResult | None:
         record = ToolCallRecord.objects.filter(
-            run_id=self.lease.run_id, call_id=call.call_id
+            run_id=self.lease.run_id, call_id=call.call_id[:255]
         ).first()
-        if record is None:
-            return None
-        if record.status in ("completed", "failed", "lost") and record.result:
+        if record is not None and record.result:
             try:
                 return result_from_json(record.result)
             except Exception:
                 logger.warning("Journal entry %s is unreadable", record.pk)
-                return None
-        if idempotent:
-            return None  # it may have run part way: running it again is safe
+        if call.call_id not in self.inherited or idempotent:
+            return None  # never started, or safe to run again
         result = ToolResult(
             tool_call_id=call.call_id,
             name=call.name,
             content=LOST_TEXT.format(name=call.name),
             is_error=True,
         )
-        record.status = "lost"
-        record.result = result_to_json(result)
-        record.finished_at = timezone.now()
-        record.save(update_fields=["status", "result", "finished_at"])
+        write(self.lease, call.call_id, result, "lost")
         return result
 
-    def _started(self, call: ToolCall, idempotent: bool) -> None:
-        record, created = ToolCallRecord.objects.get_or_create(
-            run_id=self.lease.run_id,
-            call_id=call.call_id[:255],
-            defaults={
-                "name": call.name[:255],
-                "status": "started",
-                "idempotent": idempotent,
-                "attempt": self.lease.attempt,
-            },
-        )
-        if not created:  # an idempotent call run again after a takeover
-            record.status, record.attempt = "started", self.lease.attempt
-            record.save(update_fields=["status", "attempt"])
 
-    def _finished(self, call: ToolCall, result: ToolResult) -> None:
-        ToolCallRecord.objects.filter(
-            run_id=self.lease.run_id, call_id=call.call_id[:255]
-        ).update(
-            status="failed" if result.is_error else "completed",
-            result=result_to_json(result),
-            finished_at=timezone.now(),
-        )
+def write(lease: runs.Lease, call_id: str, result: ToolResult, status: str) -> None:
+    """One statement: insert the record, or update the one a replay left."""
+    ToolCallRecord.objects.bulk_create(
+        [
+            ToolCallRecord(
+                run_id=lease.run_id,
+                call_id=call_id[:255],
+                name=result.name[:255],
+                status=status,
+                attempt=lease.attempt,
+                result=result_to_json(result),
+                finished_at=timezone.now(),
+            )
+        ],
+        update_conflicts=True,
+        unique_fields=["run", "call_id"],
+        update_fields=["status", "attempt", "result", "finished_at"],
+    )
 
 
 def result_to_json(result: ToolResult) -> dict[str, Any]:

@@ -162,6 +162,7 @@ class Turn:
     """Interrupted tool calls whose results a resume may complete."""
     lease: runs.Lease | None = None
     checkpoints: Checkpoints | None = None
+    journal: DatabaseJournal | None = None
     continuing: bool = False
     """A takeover: the state is the last checkpoint of an earlier attempt, whose
     messages already reached it."""
@@ -399,7 +400,9 @@ class Turn:
             "inbox": self.inbox,
         }
         assert self.lease is not None
-        options["journal"] = DatabaseJournal(self.lease)
+        options["journal"] = self.journal = DatabaseJournal(
+            self.lease, inherited=self._inherited_calls()
+        )
         if self.ended_saved or (self.continuing and self.state.interrupt_data):
             # An earlier attempt saved how the turn ended, or paused it.
             return AgentResult(
@@ -529,14 +532,21 @@ class Turn:
             await publisher.publish("tool_execution_update", update)
 
         async def on_tool_completed(ex: Any, call: Any, result: Any) -> None:
-            await saving["on_tool_execution_completed"](ex, call, result)
+            if result.is_interrupt:
+                await saving["on_tool_execution_completed"](ex, call, result)
+            else:
+                info: ToolInfo = {"call_id": call.call_id, "name": call.name}
+                info["result"] = result.text
+                await self._finish_call("completed", info)
             status = "interrupted" if result.is_interrupt else "completed"
             update = {"status": status, "call_id": call.call_id, "name": call.name}
             update["result"] = result.text
             await publisher.publish("tool_execution_update", update)
 
         async def on_tool_failed(ex: Any, call: Any, result: Any) -> None:
-            await saving["on_tool_execution_failed"](ex, call, result)
+            info: ToolInfo = {"call_id": call.call_id, "name": call.name}
+            info["error"] = result.text
+            await self._finish_call("failed", info)
             update = {"status": "failed", "call_id": call.call_id, "name": call.name}
             update["error"] = result.text
             await publisher.publish("tool_execution_update", update)
@@ -585,6 +595,33 @@ class Turn:
                 await handler(*args)
 
         return guarded
+
+    async def _finish_call(self, status: Any, info: ToolInfo) -> None:
+        """A finished call's journal entry and its card's update, in one
+        transaction; then the card is published."""
+        row = await db(self._finish_call_rows)(status, info)
+        if row is not None:
+            assert self.publisher is not None
+            await self.publisher.publish(
+                "display_message_updated",
+                {"display_message": display_message_json(row)},
+            )
+
+    def _finish_call_rows(self, status: Any, info: ToolInfo) -> Any:
+        with transaction.atomic():
+            if self.journal is not None:
+                self.journal.record(info["call_id"])
+            return self.display.update_tool_status(
+                self.scope, status, info, self.context()
+            )
+
+    def _inherited_calls(self) -> list[str]:
+        """The calls an earlier attempt issued that this one may find half done:
+        those of the reply it goes on from, when it is not the first attempt."""
+        if self.agent_run.attempts <= 1 or not self.state.messages:
+            return []
+        last = self.state.messages[-1]
+        return [c.call_id for c in last.tool_calls] if last.role == "assistant" else []
 
     async def _record(self, ex: Any, message: Message) -> None:
         """Save ``message``'s display rows and checkpoint the state that holds it,

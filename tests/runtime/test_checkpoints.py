@@ -148,36 +148,42 @@ async def test_the_journal_replays_finished_calls_and_refuses_to_repeat_a_lost_o
     from asgiref.sync import sync_to_async
 
     _, run, _, _ = await sync_to_async(claimed_run)()
-    journal = DatabaseJournal(runs.lease_of(run))
+    first = DatabaseJournal(runs.lease_of(run))
     done = ToolCall(call_id="c1", name="write_todos", arguments={})
     todo = {"todos": [Todo(id="1", content="x", status="pending")]}
     result = ToolResult(
         tool_call_id="c1", name="write_todos", content="ok", processed_content=todo
     )
-    await journal.started(done, None)
-    await journal.finished(done, result)
+    await first.started(done, None)
+    await first.finished(done, result)
+    await sync_to_async(first.record)("c1")  # with its card, in the turn
+    # A takeover inherits the calls of the reply it goes on from.
     lost = ToolCall(call_id="c2", name="send_email", arguments={})
-    await journal.started(lost, None)
     safe = ToolCall(call_id="c3", name="read_file", arguments={})
-    await journal.started(safe, None)
+    fresh = ToolCall(call_id="c4", name="send_email", arguments={})
+    second = DatabaseJournal(runs.lease_of(run), inherited=["c1", "c2", "c3"])
 
-    replayed = await journal.recall(done, None)
+    replayed = await second.recall(done, None)
     assert replayed is not None and replayed.text == "ok"
     assert replayed.processed_content["todos"][0]["content"] == "x"
-    refused = await journal.recall(lost, None)
+    refused = await second.recall(lost, None)
     assert refused is not None and refused.is_error
     assert refused.text == LOST_TEXT.format(name="send_email")
 
     class Idempotent:
         idempotent = True
 
-    assert await journal.recall(safe, Idempotent()) is None  # runs again
-    assert (
-        await journal.recall(ToolCall(call_id="new", name="x", arguments={}), None)
-        is None
+    assert await second.recall(safe, Idempotent()) is None  # runs again
+    assert await second.recall(fresh, None) is None  # issued by this attempt
+    statuses = {
+        r.call_id: r.status async for r in ToolCallRecord.objects.filter(run=run)
+    }
+    assert statuses == {"c1": "completed", "c2": "lost"}
+    # The lost call's answer is journaled too: a third attempt gives the same.
+    again = await DatabaseJournal(runs.lease_of(run), inherited=["c2"]).recall(
+        lost, None
     )
-    record = await ToolCallRecord.objects.aget(run=run, call_id="c2")
-    assert record.status == "lost"
+    assert again is not None and again.text == refused.text
 
 
 def test_a_state_checkpoint_round_trips_through_the_envelope() -> None:
