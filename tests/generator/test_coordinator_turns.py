@@ -191,6 +191,11 @@ def test_a_turn_runs_through_the_runtime_with_its_run_rows_and_signals(
     try:
         session = start_conversation_session(conversation.pk, scope=scope)
         result = session.run_turn("Plan our offsite")
+        # run_turn returns once the run's row has ended; the turn sends the signal
+        # just after, on its own thread.
+        deadline = time.monotonic() + 10
+        while not finished and time.monotonic() < deadline:
+            time.sleep(0.01)
     finally:
         signals.run_finished.disconnect(on_finished)
 
