@@ -39,22 +39,26 @@ class Checkpoints:
     declared: bool = False
     """Whether the run's row names ``base_revision`` as its checkpoint base."""
 
-    def write(self, state: State) -> bool:
-        """Checkpoint ``state`` if it changed (on a database thread); whether a step
-        was written. Raises ``runs.LeaseLost`` when the run was taken over."""
+    def changed(self, state: State) -> bool:
+        """Whether ``state`` differs from the last checkpoint (no database)."""
         before = self.state
-        keep = _kept(before.messages, state.messages)
-        added = state.messages[keep:]
-        if (
-            not added
-            and keep == len(before.messages)
+        return not (
+            len(state.messages) == len(before.messages)
+            and _kept(before.messages, state.messages) == len(before.messages)
             and state.todos is before.todos
             and state.metadata is before.metadata
             and state.interrupt_data is before.interrupt_data
-        ):
+        )
+
+    def write(self, state: State) -> bool:
+        """Checkpoint ``state`` if it changed (on a database thread); whether a step
+        was written. Raises ``runs.LeaseLost`` when the run was taken over."""
+        if not self.changed(state):
             return False
+        keep = _kept(self.state.messages, state.messages)
+        added = state.messages[keep:]
         data = serialize_state(replace(state, messages=list(added)))
-        with transaction.atomic():
+        with transaction.atomic(savepoint=False):
             update: dict[str, Any] = {}
             if not self.declared:
                 update["checkpoint_revision"] = self.base_revision

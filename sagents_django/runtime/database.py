@@ -21,12 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import (
-    InterfaceError,
-    OperationalError,
-    close_old_connections,
-    connections,
-)
+from django.db import InterfaceError, OperationalError, connections
 
 from sagents_django.conf import sagents_settings
 
@@ -88,10 +83,11 @@ def _reconnecting(function: Callable[_P, _R]) -> Callable[_P, _R]:
         connection = connections["default"]
         if connection.in_atomic_block:
             return function(*args, **kwargs)  # the caller's transaction decides
-        close_old_connections()
         try:
             return function(*args, **kwargs)
         except (OperationalError, InterfaceError):
+            # (Checked only after a failure: a check before every call would
+            # reconnect every time under CONN_MAX_AGE=0, the default.)
             if connection.in_atomic_block or connection.is_usable():
                 raise
             connection.close()

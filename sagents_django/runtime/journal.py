@@ -31,13 +31,19 @@ logger = logging.getLogger(__name__)
 
 
 class DatabaseJournal:
-    def __init__(self, lease: runs.Lease, inherited: Iterable[str] = ()) -> None:
+    def __init__(
+        self, lease: runs.Lease, inherited: Iterable[str] = (), *, fresh: bool = False
+    ) -> None:
         self.lease = lease
         self.inherited = frozenset(inherited)
         """Calls issued by an earlier attempt that its checkpoint has no result for."""
+        self.fresh = fresh
+        """The run's first attempt, never checkpointed: nothing to recall."""
         self._finished: dict[str, ToolResult] = {}
 
     async def recall(self, call: ToolCall, tool: Any) -> ToolResult | None:
+        if self.fresh:
+            return None
         return await db(self._recall)(call, is_idempotent(tool))
 
     async def started(self, call: ToolCall, tool: Any) -> None:

@@ -400,8 +400,11 @@ class Turn:
             "inbox": self.inbox,
         }
         assert self.lease is not None
+        first = (
+            self.agent_run.attempts <= 1 and self.agent_run.checkpoint_revision is None
+        )
         options["journal"] = self.journal = DatabaseJournal(
-            self.lease, inherited=self._inherited_calls()
+            self.lease, inherited=self._inherited_calls(), fresh=first
         )
         if self.ended_saved or (self.continuing and self.state.interrupt_data):
             # An earlier attempt saved how the turn ended, or paused it.
@@ -644,6 +647,9 @@ class Turn:
         return list(rows)
 
     async def _checkpoint(self, state: State) -> None:
+        assert self.checkpoints is not None
+        if not self.checkpoints.changed(state):
+            return  # the tool results' record already holds this state
         try:
             await db(self._write_checkpoint)(state)
         except runs.LeaseLost:
