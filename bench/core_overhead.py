@@ -173,7 +173,8 @@ def build_ours(stack: str) -> tuple[Any, Any]:
             ]
         )
 
-    def factory() -> Any:
+    def factory(**options: Any) -> Any:
+        """A new agent; ``options`` go to ``Agent`` (``agent_id``...)."""
         model = ScriptedModel([answer], repeat_last=True)
         if stack == "custom":
             return Agent(
@@ -182,22 +183,30 @@ def build_ours(stack: str) -> tuple[Any, Any]:
                 middleware=[(PassThrough, {"id": f"pass-{i}"}) for i in range(4)],
                 interrupt_on={HITL_TOOL: True},
                 replace_default_middleware=True,
+                **options,
             )
-        return Agent(model=model, tools=tools, interrupt_on={HITL_TOOL: True})
+        return Agent(
+            model=model, tools=tools, interrupt_on={HITL_TOOL: True}, **options
+        )
 
     agent = factory()
     names = [type(e.middleware).__name__ for e in agent.middleware]
     return factory, f"{len(names)} middleware: {', '.join(names) or 'none'}"
 
 
-def ours_state(history: list[tuple[str, str]]) -> Any:
-    from sagents_django.core import Message, State
+def ours_messages(history: list[tuple[str, str]]) -> list[Any]:
+    from sagents_django.core import Message
 
-    messages = [
+    return [
         Message.user(text) if role == "user" else Message.assistant(text)
         for role, text in history
     ]
-    return State(messages=[*messages, Message.user(PROMPT)])
+
+
+def ours_state(history: list[tuple[str, str]]) -> Any:
+    from sagents_django.core import Message, State
+
+    return State(messages=[*ours_messages(history), Message.user(PROMPT)])
 
 
 async def run_ours(agent: Any, state: Any) -> tuple[float, float]:
@@ -233,7 +242,9 @@ def deepagents_versions() -> str:
     )
 
 
-def build_deepagents() -> Any:
+def build_deepagents(*, checkpointer: Any = None) -> Any:
+    """deepagents' graph on the scripted model; ``checkpointer``: LangGraph's
+    (``bench/durable_step.py``), else none."""
     from deepagents import create_deep_agent
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage
@@ -293,17 +304,23 @@ def build_deepagents() -> Any:
         model=ScriptedChatModel(),
         tools=[echo, delete_everything],
         interrupt_on={HITL_TOOL: True},
+        checkpointer=checkpointer,
     )
 
 
-def deepagents_input(history: list[tuple[str, str]]) -> dict[str, Any]:
+def deepagents_messages(history: list[tuple[str, str]]) -> list[Any]:
     from langchain_core.messages import AIMessage, HumanMessage
 
-    messages = [
+    return [
         HumanMessage(content=text) if role == "user" else AIMessage(content=text)
         for role, text in history
     ]
-    return {"messages": [*messages, HumanMessage(content=PROMPT)]}
+
+
+def deepagents_input(history: list[tuple[str, str]]) -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage
+
+    return {"messages": [*deepagents_messages(history), HumanMessage(content=PROMPT)]}
 
 
 async def run_deepagents(graph: Any, payload: dict[str, Any]) -> tuple[float, float]:
