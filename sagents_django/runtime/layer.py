@@ -10,12 +10,15 @@ there. Without Channels installed, or with no layer configured, nothing is sent.
 Sequence numbers: every event of a conversation carries the next number of a counter
 shared by every process that publishes (Redis ``INCR`` beside a Redis layer, a
 process counter beside the in-memory one, whose subscribers all live in this
-process). A client that sees a gap re-reads the database.
+process). A conversation's own events are numbered by ``inflight.stamp`` (the
+same Redis key; in memory, counters of its own) together with the text its running
+turn has streamed. A client that sees a gap re-reads the database.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import threading
@@ -36,6 +39,7 @@ _home: dict[int, asyncio.AbstractEventLoop] = {}
 _counters: defaultdict[str, Iterator[int]] = defaultdict(lambda: itertools.count(1))
 _lock = threading.Lock()
 _redis_clients: dict[asyncio.AbstractEventLoop, Any] = {}
+_sync_clients: dict[str, Any] = {}
 
 
 def get_layer() -> Any:
@@ -57,14 +61,15 @@ def is_in_memory(layer: Any) -> bool:
 
 def redis_url() -> str | None:
     """The first Redis host of the default layer when it is a channels_redis one
-    (``RedisChannelLayer`` or ``RedisPubSubChannelLayer``), as a URL; else None.
+    (``RedisChannelLayer`` or ``RedisPubSubChannelLayer``, or a subclass), as a URL;
+    else None.
 
     Read from the ``CHANNEL_LAYERS`` setting, which both layers take the same way
     (channels_redis' default host when none is given)."""
     from django.conf import settings
 
     config = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {})
-    if not str(config.get("BACKEND", "")).startswith("channels_redis."):
+    if not _is_redis_backend(str(config.get("BACKEND", ""))):
         return None
     hosts = (config.get("CONFIG") or {}).get("hosts") or [("localhost", 6379)]
     host = hosts[0]
@@ -73,6 +78,22 @@ def redis_url() -> str | None:
     if isinstance(host, list | tuple) and len(host) == 2:
         return f"redis://{host[0]}:{host[1]}"
     return host if isinstance(host, str) else None
+
+
+@functools.lru_cache(maxsize=16)
+def _is_redis_backend(path: str) -> bool:
+    if path.startswith("channels_redis."):
+        return True
+    from django.utils.module_loading import import_string
+
+    try:
+        backend = import_string(path)
+    except ImportError:
+        return False
+    return any(
+        getattr(cls, "__module__", "").startswith("channels_redis.")
+        for cls in getattr(backend, "__mro__", ())
+    )
 
 
 def _home_loop(layer: Any) -> asyncio.AbstractEventLoop | None:
@@ -134,7 +155,7 @@ async def next_seq(conversation_id: str) -> int:
     if url is None:
         with _lock:
             return next(_counters[conversation_id])
-    client = _redis_client(url)
+    client = redis_client(url)
     key = SEQ_KEY.format(conversation_id)
     async with client.pipeline(transaction=False) as pipe:
         pipe.incr(key)
@@ -143,7 +164,7 @@ async def next_seq(conversation_id: str) -> int:
     return int(value)
 
 
-def _redis_client(url: str) -> Any:
+def redis_client(url: str) -> Any:
     """One client per loop (redis.asyncio connections belong to the loop that made
     them); dropped when the loop closes."""
     try:
@@ -157,4 +178,19 @@ def _redis_client(url: str) -> Any:
         for stale in [lp for lp in _redis_clients if lp.is_closed()]:
             _redis_clients.pop(stale, None)
         client = _redis_clients[loop] = redis.Redis.from_url(url)
+    return client
+
+
+def sync_redis_client(url: str) -> Any:
+    """One blocking client per URL for the whole process, for rare calls made from
+    short-lived loops through a thread (a socket subscribing, a test's loop): its
+    pool belongs to no event loop, so no connection is left behind when one closes."""
+    client = _sync_clients.get(url)
+    if client is None:
+        try:
+            import redis
+        except ImportError as exc:  # a Redis layer without redis-py: broken install
+            raise RuntimeError("The Redis channel layer needs redis-py") from exc
+
+        client = _sync_clients.setdefault(url, redis.Redis.from_url(url))
     return client

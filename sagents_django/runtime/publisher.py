@@ -25,7 +25,7 @@ import asyncio
 import logging
 from typing import Any
 
-from . import groups, layer
+from . import groups, inflight, layer
 
 logger = logging.getLogger(__name__)
 
@@ -75,9 +75,15 @@ async def publish(
     """Send one event to a conversation's group (or its debug group); its seq.
 
     Debug events count on a sequence of their own (``debug:<id>``), so a debug
-    subscriber sees no gaps and an ordinary one never counts what it cannot see."""
+    subscriber sees no gaps and an ordinary one never counts what it cannot see.
+    A conversation event is numbered together with its change to the in-flight
+    buffer (``inflight.stamp``), before it is sent: a socket that joins and then
+    reads the buffer misses no delta and counts none twice."""
     cid = str(conversation_id)
-    seq = await layer.next_seq(f"debug:{cid}" if debug else cid)
+    if debug:
+        seq = await layer.next_seq(f"debug:{cid}")
+    else:
+        seq = await inflight.stamp(cid, event, data, subagent=subagent)
     group = groups.debug_group(cid) if debug else groups.conversation_group(cid)
     message = event_message(cid, event, data, seq, subagent)
     if debug:

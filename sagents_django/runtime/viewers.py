@@ -42,7 +42,6 @@ ACTIVITY_KEY = "sagents:activity:{}"
 _memory: dict[str, dict[str, float]] = {}
 _activity: dict[str, float] = {}
 _lock = threading.Lock()
-_sync_clients: dict[str, Any] = {}
 
 Ops = Callable[[Any], None]
 
@@ -128,14 +127,7 @@ def _both(*parts: Ops) -> Ops:
 
 
 def _run(url: str, ops: Ops) -> list[Any]:
-    client = _sync_clients.get(url)
-    if client is None:
-        try:
-            import redis
-        except ImportError as exc:  # a Redis layer without redis-py: broken install
-            raise RuntimeError("The Redis channel layer needs redis-py") from exc
-
-        client = _sync_clients.setdefault(url, redis.Redis.from_url(url))
+    client = layer.sync_redis_client(url)
     # A transaction: a removal and the count after it are one atomic step, so of two
     # viewers leaving at once exactly one sees the conversation empty.
     with client.pipeline(transaction=True) as pipe:
