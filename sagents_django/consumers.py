@@ -5,8 +5,11 @@ as Sagents v0.15's tagged subscriptions do: every event frame names its
 conversation. Each frame is authorized through the user's scope; a conversation the
 scope cannot see closes the socket (``CLOSE_NOT_FOUND``) before anything of it is
 sent. The consumer is the viewer registry's reporter: subscribing makes the socket
-a viewer, and unsubscribing or disconnecting releases it. docs/protocol.md
-documents every frame.
+a viewer, and unsubscribing or disconnecting releases it. Subscribing (again, too)
+first sends the conversation's in-flight reply (``in_flight``), and the events
+numbered up to its ``seq`` that were still on their way are skipped: the frame and
+the database the client reads next already hold them. docs/protocol.md documents
+every frame.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from sagents_django.core import SagentsError
 from sagents_django.exceptions import NotFound
 from sagents_django.models import AgentState
 from sagents_django.protocol import FrameError
-from sagents_django.runtime import agent_server, groups, layer, viewers
+from sagents_django.runtime import agent_server, groups, inflight, layer, viewers
 from sagents_django.scope import Scope, scope_class
 
 logger = logging.getLogger(__name__)
@@ -46,6 +49,8 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
     """Conversations whose events this socket receives (and is a viewer of)."""
     debugged: set[str]
     """Conversations whose debug stream this socket receives (staff only)."""
+    floors: dict[str, inflight.Floor]
+    """Per conversation, the events the last ``in_flight`` frame already covers."""
     agent_scope: Scope | None = None
     user: Any = None
     closed = False
@@ -54,6 +59,7 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         self.conversations = set()
         self.debugged = set()
+        self.floors = {}
         # Accept first: a refusal before accepting is an HTTP 403 with no close
         # code, and clients should be told why.
         await self.accept()
@@ -127,6 +133,13 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
             await agent_server.asubscribe(self._scope(), cid, self.channel_name)
             self.conversations.add(cid)
             self._keep_fresh()
+        # In the group first, then the buffer, then the database: every event is in
+        # one of them or arrives after this frame (inflight's docstring).
+        snapshot = await inflight.read(cid)
+        self.floors[cid] = inflight.Floor(snapshot.seq)
+        await self.send_json(
+            protocol.in_flight_frame(cid, snapshot.seq, snapshot.to_dict())
+        )
         status = await agent_server.aget_status(self._scope(), cid)
         return {"conversation": cid, "status": status, "todos": await _todos(cid)}
 
@@ -134,6 +147,7 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
         cid = protocol.conversation_of(frame)
         await agent_server.aunsubscribe(self._scope(), cid, self.channel_name)
         self.conversations.discard(cid)
+        self.floors.pop(cid, None)
         return {"conversation": cid}
 
     async def send_message(self, frame: dict[str, Any]) -> dict[str, Any]:
@@ -200,6 +214,9 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
         # its way when the socket unsubscribed is dropped here).
         if self.closed or cid not in (self.debugged if debug else self.conversations):
             return
+        floor = None if debug else self.floors.get(str(cid))
+        if floor is not None and floor.skips(message.get("seq")):
+            return
         frame = {
             "event": message.get("event"),
             "seq": message.get("seq"),
@@ -241,6 +258,7 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
 
     async def _leave(self, cid: str) -> None:
         self.conversations.discard(cid)
+        self.floors.pop(cid, None)
         await layer.group_discard(groups.conversation_group(cid), self.channel_name)
         await viewers.release(cid, self.channel_name)
 

@@ -53,12 +53,20 @@ async def test_a_turn_followed_over_the_socket_arrives_in_order_without_gaps(
     assert seqs_are_contiguous(events)
     assert {e["conversation"] for e in events} == {str(conversation.pk)}
     names = [e["event"] for e in events]
-    assert names[0] == "display_message_saved"
+    # Subscribed before anything happened: nothing in flight, counted from 0.
+    assert events[0]["event"] == "in_flight" and events[0]["seq"] == 0
+    assert events[0]["data"] == {
+        "run_id": None,
+        "text": "",
+        "thinking": "",
+        "tool_calls": [],
+    }
+    assert names[1] == "display_message_saved"
     assert names.index("run_started") < names.index("llm_deltas")
     assert names.index("llm_deltas") < names.index("llm_message")
-    assert set(names) <= set(EVENTS)
+    assert set(names) - {"in_flight"} <= set(EVENTS)  # in_flight: the socket's own
     assert streamed(events) == "Hello over the socket."
-    user_row = events[0]["data"]["display_message"]
+    user_row = events[1]["data"]["display_message"]
     assert user_row["message_type"] == "user" and user_row["content"]["text"] == "Hi"
 
 
@@ -138,7 +146,8 @@ async def test_another_users_conversation_closes_the_socket_and_leaks_nothing(
     assert code == protocol.CLOSE_NOT_FOUND
     assert late
     assert not [f for f in sock.frames if f.get("conversation") == str(conversation)]
-    assert all("event" not in f for f in sock.frames)
+    # Only mallory's own conversation's in_flight frame, from her subscribe.
+    assert [f["event"] for f in sock.frames if "event" in f] == ["in_flight"]
     assert (
         await DisplayMessage.objects.filter(conversation=conversation.pk).acount() == 2
     )
