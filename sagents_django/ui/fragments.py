@@ -5,7 +5,9 @@ appended to ``#sg-messages`` (the page's script swaps it in place instead when t
 page already has a row of that id, so a row sent twice is shown once), a changed
 row replaces its element, panels (status, plan, files, usage, title, approvals)
 are replaced whole from the database. Streamed text is appended escaped to
-``#sg-stream-text`` and cleared when the finished message's row arrives.
+``#sg-stream-text`` and cleared when the finished message's row arrives (and when
+a run starts: a run taken over after a crash streams its reply again); a resync
+redraws it from the in-flight buffer.
 
 Everything here runs in a worker thread (it reads the database) and renders the
 same partial templates as the page, with autoescaping: no model text is marked
@@ -23,6 +25,7 @@ from django.utils.html import escape, format_html
 from sagents_django import services
 from sagents_django.exceptions import InvalidInput
 from sagents_django.models import DisplayMessage
+from sagents_django.runtime.inflight import InFlight
 from sagents_django.scope import Scope
 
 from . import transcript
@@ -53,6 +56,13 @@ def clear_stream() -> str:
     return _partial("stream", oob=True)
 
 
+def stream(in_flight: InFlight) -> str:
+    """The streaming bubble holding what the running turn has streamed so far."""
+    return _partial(
+        "stream", oob=True, text=in_flight.text, thinking=in_flight.thinking
+    )
+
+
 def panels(chat: Chat) -> str:
     """Status, send note, approvals, usage: what changes with the run."""
     return "".join(
@@ -71,8 +81,15 @@ def panels(chat: Chat) -> str:
     )
 
 
-def resync(scope: Scope, conversation_id: str, after: Any) -> str:
-    """Everything the page may have missed since row ``after`` (None: all)."""
+def resync(
+    scope: Scope,
+    conversation_id: str,
+    after: Any,
+    *,
+    in_flight: InFlight | None = None,
+) -> str:
+    """Everything the page may have missed since row ``after`` (None: all), and
+    the streaming bubble redrawn from ``in_flight`` (read before the rows)."""
     conversation = services.get_conversation(scope, conversation_id)
     if conversation is None:
         return ""
@@ -102,6 +119,8 @@ def resync(scope: Scope, conversation_id: str, after: Any) -> str:
         parts.append(_append(rows_html(chat, rows)))
     if not chat.running:
         parts.append(clear_stream())
+    elif in_flight is not None:
+        parts.append(stream(in_flight))
     parts.append(panels(chat))
     parts.append(_partial("todo_panel", chat=chat, oob=True))
     parts.append(_partial("file_tree", chat=chat, oob=True))
@@ -141,7 +160,7 @@ def for_event(scope: Scope, message: dict[str, Any]) -> str:
         recent = services.load_display_messages(
             scope, conversation.pk, limit=RECENT_ROWS
         )
-        return panels(chat) + rows_html(chat, recent, oob=True)
+        return clear_stream() + panels(chat) + rows_html(chat, recent, oob=True)
     if event == "todos_updated":
         return _partial("todo_panel", chat=_TodoChat(chat, data), oob=True)
     if event in ("file_updated", "file_deleted"):

@@ -11,7 +11,10 @@ no signed-in user closes with 4401, a conversation outside the user's scope with
 The database is the truth (invariant 1): the page's script asks for a resync each
 time the socket opens (``{"action": "resync", "after": <last row id>}``), and a gap
 in ``seq`` (the channel layer drops what it cannot deliver) triggers the same
-resync from here. Rows are keyed by id, so a resync never doubles one.
+resync from here. Rows are keyed by id, so a resync never doubles one. A resync
+also redraws the streaming bubble from the in-flight buffer (``runtime.inflight``,
+read before the database), then skips the events numbered up to the buffer's
+``seq``: a page opened mid-reply shows the text so far, then the live deltas, once.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ except ImportError as exc:  # the socket is part of the "channels" extra
 
 from sagents_django import protocol, services
 from sagents_django.exceptions import InvalidInput, NotFound
-from sagents_django.runtime import agent_server, groups, layer, viewers
+from sagents_django.runtime import agent_server, groups, inflight, layer, viewers
 from sagents_django.scope import Scope, scope_class
 
 from . import fragments
@@ -56,6 +59,8 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
     followed: list[str]
     agent_scope: Scope | None = None
     last_seq: int | None = None
+    floor: inflight.Floor | None = None
+    """The events the last resync already drew."""
     closed = False
     refresher: asyncio.Task[None] | None = None
     flusher: asyncio.Task[None] | None = None
@@ -169,8 +174,13 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
 
     async def _resync(self, after: Any) -> None:
         assert self.agent_scope is not None and self.conversation is not None
+        # The buffer before the database: what an event numbered up to its seq did
+        # is in one or the other (runtime.inflight).
+        snapshot = await inflight.read(self.conversation)
+        self.floor = inflight.Floor(snapshot.seq)
+        self.last_seq = snapshot.seq
         html = await database_sync_to_async(fragments.resync)(
-            self.agent_scope, self.conversation, after
+            self.agent_scope, self.conversation, after, in_flight=snapshot
         )
         await self._emit(html)
 
@@ -214,6 +224,8 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
             if message.get("conversation") != self.conversation:
                 return
             seq = message.get("seq")
+            if self.floor is not None and self.floor.skips(seq):
+                return
             gap = (
                 isinstance(seq, int)
                 and self.last_seq is not None

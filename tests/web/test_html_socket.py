@@ -212,3 +212,56 @@ async def test_without_a_channel_layer_the_socket_closes_with_1011(
     alice, _, conversation = await person("alice")
     socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
     assert await closed_with(socket) == protocol.CLOSE_NO_CHANNEL_LAYER
+
+
+async def test_a_page_opened_mid_reply_gets_the_text_so_far_then_only_newer_deltas() -> (
+    None
+):
+    from sagents_django.models import AgentRun
+    from sagents_django.runtime.publisher import publish
+
+    alice, _, conversation = await person("alice")
+    run = await AgentRun.objects.acreate(conversation=conversation, status="running")
+    cid = str(conversation.pk)
+    await publish(cid, "run_started", {"run_id": str(run.pk), "trigger": "message"})
+    await publish(cid, "llm_deltas", {"deltas": [{"content": "Hello <wor"}]})
+    on_its_way = await publish(cid, "llm_deltas", {"deltas": [{"content": "ld"}]})
+    socket, _ = await connect(alice, f"/ws/sagents/html/{cid}/")
+    await socket.send_to(text_data=json.dumps({"action": "resync", "after": None}))
+    html = await socket.receive_from(5)
+    # A delta numbered before the resync read reaches the socket late: skipped.
+    group = groups.conversation_group(cid)
+    base = {"type": "agent.event", "conversation": cid, "event": "llm_deltas"}
+    await layer.group_send(
+        group, {**base, "seq": on_its_way, "data": {"deltas": [{"content": "ld"}]}}
+    )
+    await publish(cid, "llm_deltas", {"deltas": [{"content": "!"}]})
+    live = await socket.receive_from(5)
+    await socket.disconnect()
+
+    assert 'id="sg-stream"' in html
+    assert '<div id="sg-stream-text" class="sg-plain" aria-live="polite"' in html
+    assert ">Hello &lt;world</div>" in html
+    assert live == '<div hx-swap-oob="beforeend:#sg-stream-text">!</div>'
+
+
+async def test_a_run_starting_clears_the_streaming_bubble() -> None:
+    alice, _, conversation = await person("alice")
+    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    await layer.group_send(
+        groups.conversation_group(conversation.pk),
+        {
+            "type": "agent.event",
+            "conversation": str(conversation.pk),
+            "event": "run_started",
+            "seq": 1,
+            "data": {"run_id": "r", "trigger": "message"},
+        },
+    )
+    html = await socket.receive_from(5)
+    await socket.disconnect()
+    assert '<div id="sg-stream" class="sg-stream" hx-swap-oob="true"' in html
+    assert (
+        '<div id="sg-stream-text" class="sg-plain" aria-live="polite" aria-atomic="false"></div>'
+        in html
+    )
