@@ -5,11 +5,11 @@ as Sagents v0.15's tagged subscriptions do: every event frame names its
 conversation. Each frame is authorized through the user's scope; a conversation the
 scope cannot see closes the socket (``CLOSE_NOT_FOUND``) before anything of it is
 sent. The consumer is the viewer registry's reporter: subscribing makes the socket
-a viewer, and unsubscribing or disconnecting releases it. Subscribing (again, too)
-first sends the conversation's in-flight reply (``in_flight``), and the events
-numbered up to its ``seq`` that were still on their way are skipped: the frame and
-the database the client reads next already hold them. docs/protocol.md documents
-every frame.
+a viewer, and unsubscribing or disconnecting releases it. A subscribe's reply (each
+time) is followed by the conversation's in-flight reply (``in_flight``) before any
+live event, and the events numbered up to its ``seq`` that were still on their way
+are skipped: the frame and the database the client reads next already hold them.
+docs/protocol.md documents every frame.
 """
 
 from __future__ import annotations
@@ -51,6 +51,9 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
     """Conversations whose debug stream this socket receives (staff only)."""
     floors: dict[str, inflight.Floor]
     """Per conversation, the events the last ``in_flight`` frame already covers."""
+    then: list[dict[str, Any]]
+    """Frames that follow the reply to the frame being handled (before any event:
+    one message is handled at a time)."""
     agent_scope: Scope | None = None
     user: Any = None
     closed = False
@@ -60,6 +63,7 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
         self.conversations = set()
         self.debugged = set()
         self.floors = {}
+        self.then = []
         # Accept first: a refusal before accepting is an HTTP 403 with no close
         # code, and clients should be told why.
         await self.accept()
@@ -110,6 +114,7 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content: dict[str, Any], **kwargs: Any) -> None:
         action: str | None = None
         request_id: Any = None
+        self.then = []
         try:
             request_id = protocol.client_id(content)
             action = protocol.action_of(content)
@@ -125,6 +130,9 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(frame)
             return
         await self.send_json(protocol.reply(action, request_id, **result))
+        for frame in self.then:
+            await self.send_json(frame)
+        self.then = []
 
     async def subscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
@@ -137,7 +145,7 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
         # one of them or arrives after this frame (inflight's docstring).
         snapshot = await inflight.read(cid)
         self.floors[cid] = inflight.Floor(snapshot.seq)
-        await self.send_json(
+        self.then.append(
             protocol.in_flight_frame(cid, snapshot.seq, snapshot.to_dict())
         )
         status = await agent_server.aget_status(self._scope(), cid)

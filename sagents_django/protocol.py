@@ -137,9 +137,9 @@ def reply(action: str, request_id: Any, **fields: Any) -> dict[str, Any]:
 def in_flight_frame(
     conversation: str, seq: int, data: dict[str, Any]
 ) -> dict[str, Any]:
-    """The reply a conversation's running turn has streamed so far, sent on
-    ``subscribe`` before any live event: the text of every ``llm_deltas`` numbered up
-    to ``seq``. The socket skips the events numbered up to ``seq`` still on their way,
+    """The reply a conversation's running turn has streamed so far, sent right after
+    ``subscribe``'s reply, before any live event: the text of every ``llm_deltas``
+    numbered up to ``seq``. The socket skips the events numbered up to ``seq`` still on their way,
     so the next event a client sees is numbered ``seq + 1``."""
     return {
         "event": "in_flight",

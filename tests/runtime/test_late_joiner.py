@@ -85,11 +85,11 @@ async def test_a_socket_joining_between_turns_gets_nothing_in_flight(
 
     sock = await connect(scope.user)
     await sock.send("subscribe", conversation=cid)
+    joined = await sock.event("in_flight")  # it follows the reply
     await sock.disconnect()
     await first.disconnect()
 
-    [joined] = sock.events(cid)
-    assert joined["event"] == "in_flight"
+    assert sock.events(cid) == [joined]
     assert joined["seq"] == last["seq"]
     assert joined["data"] == {
         "run_id": None,
