@@ -13,6 +13,7 @@ fails ``manage.py check`` instead of every turn:
 - E020 HEARTBEAT_SECONDS, E021 LEASE_SECONDS, E022 SWEEP_SECONDS, E023 MAX_ATTEMPTS:
   not a positive number; E024 LEASE_SECONDS is not above twice HEARTBEAT_SECONDS
   (a living turn would look dead between two beats)
+- E030 DRAIN_SECONDS: not a number of seconds, 0 or more
 - E015 FACTORY cannot be imported or is not callable
 - E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
   them cannot be imported or is not a class
@@ -51,6 +52,7 @@ IDS = {
     "LEASE_SECONDS": "sagents_django.E021",
     "SWEEP_SECONDS": "sagents_django.E022",
     "MAX_ATTEMPTS": "sagents_django.E023",
+    "DRAIN_SECONDS": "sagents_django.E030",
 }
 """The check id of each key's type check."""
 
@@ -80,6 +82,7 @@ HINTS = {
     "LEASE_SECONDS": "Give seconds, e.g. 30 (more than twice HEARTBEAT_SECONDS).",
     "SWEEP_SECONDS": "Give seconds, e.g. 10.",
     "MAX_ATTEMPTS": "Give a number of attempts, e.g. 3.",
+    "DRAIN_SECONDS": "Give seconds, e.g. 5 (0: close the sockets and stop at once).",
 }
 
 

@@ -69,6 +69,10 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         "SWEEP_SECONDS": 10,
         # Attempts at one run (the first and its takeovers) before it ends as an error.
         "MAX_ATTEMPTS": 3,
+        # After SIGTERM, a web process wrapped in DrainOnSigterm answers "not
+        # ready" and goes on serving this many seconds (for the load balancer to
+        # notice), then closes its sockets (4503) and stops.
+        "DRAIN_SECONDS": 5,
     }
 )
 
@@ -159,6 +163,15 @@ def _positive_int(
     return check
 
 
+def _non_negative_number(what: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if type(value) in (int, float) and value >= 0:
+            return None
+        return f"must be a number of {what}, 0 or more, not {value!r}"
+
+    return check
+
+
 def _positive_number(what: str) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         if type(value) in (int, float) and value > 0:
@@ -188,6 +201,7 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "LEASE_SECONDS": _positive_number("seconds"),
         "SWEEP_SECONDS": _positive_number("seconds"),
         "MAX_ATTEMPTS": _positive_int("attempts"),
+        "DRAIN_SECONDS": _non_negative_number("seconds"),
     }
 )
 """Every key's type check; whether SCOPE imports is checked by ``checks.py``."""
@@ -311,6 +325,10 @@ class SagentsSettings:
     @property
     def MAX_ATTEMPTS(self) -> int:
         return cast("int", valid("MAX_ATTEMPTS"))
+
+    @property
+    def DRAIN_SECONDS(self) -> float:
+        return cast("float", valid("DRAIN_SECONDS"))
 
 
 sagents_settings = SagentsSettings()

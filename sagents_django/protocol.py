@@ -22,6 +22,10 @@ CLOSE_UNAUTHENTICATED: Final = 4401
 """The socket has no signed-in user (no or an expired session)."""
 CLOSE_NOT_FOUND: Final = 4404
 """A frame named a conversation the user cannot see (someone else's or none)."""
+CLOSE_DRAINING: Final = 4503
+"""The server is stopping for a deploy (``sagents_django.asgi.DrainOnSigterm``):
+reconnect, to another process, and resync. Not 1012 (Service Restart): daphne's
+WebSocket library refuses to send codes other than 1000 and 3000-4999."""
 
 MAX_FRAME_BYTES: Final = 512 * 1024
 """Largest client frame (UTF-8 bytes of its text); larger ones are refused unread.

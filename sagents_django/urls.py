@@ -2,7 +2,14 @@ from __future__ import annotations
 
 from django.urls import path
 
-from sagents_django.views import approvals, chat, conversations, files, inspector
+from sagents_django.views import (
+    approvals,
+    chat,
+    conversations,
+    files,
+    health,
+    inspector,
+)
 
 app_name = "sagents_django"
 
@@ -24,4 +31,6 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/files/download/", files.download, name="download"),
     path("c/<uuid:conversation_id>/files/upload/", files.upload, name="upload"),
     path("c/<uuid:conversation_id>/inspect/", inspector.inspector, name="inspector"),
+    path("ready/", health.ready, name="ready"),
+    path("live/", health.live, name="live"),
 ]

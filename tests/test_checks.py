@@ -71,6 +71,9 @@ BAD_VALUES = [
     ("SWEEP_SECONDS", True, "sagents_django.E022"),
     ("MAX_ATTEMPTS", 0, "sagents_django.E023"),
     ("MAX_ATTEMPTS", 2.5, "sagents_django.E023"),
+    ("DRAIN_SECONDS", -1, "sagents_django.E030"),
+    ("DRAIN_SECONDS", "5", "sagents_django.E030"),
+    ("DRAIN_SECONDS", None, "sagents_django.E030"),
     ("AGENT_PERSISTENCE", None, "sagents_django.E017"),
     ("AGENT_PERSISTENCE", "Persistence", "sagents_django.E017"),
     ("DISPLAY_PERSISTENCE", 3, "sagents_django.E018"),
@@ -152,6 +155,7 @@ GOOD = {
     "LEASE_SECONDS": 2,
     "SWEEP_SECONDS": 1,
     "MAX_ATTEMPTS": 5,
+    "DRAIN_SECONDS": 0,
     "AGENT_PERSISTENCE": "project.agents.agent_persistence.AgentPersistence",
     "DISPLAY_PERSISTENCE": "sagents_django.persistence.DjangoDisplayMessagePersistence",
 }

@@ -188,10 +188,13 @@ def test_celery_app_takes_json_only_and_acknowledges_late() -> None:
     assert celery_app.conf.worker_prefetch_multiplier == 1
 
 
-def test_asgi_application_routes_http_and_websocket() -> None:
+def test_asgi_application_drains_on_sigterm_and_routes_http_and_websocket() -> None:
     from project.asgi import application
+    from sagents_django.asgi import DrainOnSigterm
 
-    assert set(application.application_mapping) == {"http", "websocket"}
+    assert isinstance(application, DrainOnSigterm)
+    router = application.application
+    assert set(router.application_mapping) == {"http", "websocket"}  # type: ignore[attr-defined]
 
 
 HTTPS_ENVIRONMENT = {

@@ -59,7 +59,9 @@ print(json.dumps({
     "display": len(services.load_display_messages(scope, conversation.pk)),
     "page": [page.status_code, "It works" in page.content.decode()],
     "admin": admin.site.is_registered(type(conversation)),
-    "asgi": sorted(application.application_mapping),
+    "asgi": [type(application).__name__,
+             sorted(application.application.application_mapping)],
+    "ready": Client().get("/agents/ready/", HTTP_HOST="localhost").json()["ready"],
 }))
 """
 
@@ -181,4 +183,5 @@ def test_a_fresh_project_following_the_readme_runs_a_turn(tmp_path: Path) -> Non
     assert found["display"] > 4
     assert found["page"] == [200, True]
     assert found["admin"] is True
-    assert found["asgi"] == ["http", "websocket"]
+    assert found["asgi"] == ["DrainOnSigterm", ["http", "websocket"]]
+    assert found["ready"] is True

@@ -1,5 +1,6 @@
 /* sagents-django chat pages: the little the server cannot do.
  * Rows keyed by id (no doubles after a resync), resync on every socket open,
+ * reconnect when a draining server closes the socket (4503),
  * Enter to send, form errors shown, JSON checked before an edit is sent,
  * older history on scroll. No inline script anywhere: the CSP forbids it. */
 (function () {
@@ -74,8 +75,17 @@
   });
   document.addEventListener("htmx:wsClose", function (event) {
     var code = event.detail.event && event.detail.event.code;
-    if (code === 4401 || code === 4404) { setConnection("This conversation is not available."); }
-    else { setConnection("Connection lost: reconnecting…"); }
+    if (code === 4401 || code === 4404) { setConnection("This conversation is not available."); return; }
+    setConnection("Connection lost: reconnecting…");
+    // 4503: the server is stopping for a deploy. htmx reconnects by itself only
+    // on 1006/1011/1012/1013, which an application under daphne cannot send, so
+    // reconnect here, after a random pause that spreads a page's clients over a
+    // second; the load balancer sends the new socket to another process, and the
+    // page resyncs as on every open.
+    var wrapper = event.detail.socketWrapper;
+    if (code === 4503 && wrapper && wrapper.reconnect && document.body.contains(event.target)) {
+      setTimeout(function () { wrapper.reconnect(); }, 100 + Math.random() * 900);
+    }
   });
 
   // Forms the socket pushed (an approval form) were rendered without a request,
