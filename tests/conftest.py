@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["tests.fakes.fixtures", "tests.runtime.stacks"]
+pytest_plugins = ["tests.fakes.fixtures", "tests.runtime.stacks", "tests.otel"]
 
 _original_connect = socket.socket.connect
 _original_connect_ex = socket.socket.connect_ex

@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from . import events
+from . import events, tracing
 from .approvals import HITLInterrupt, interrupt_from_dict, interrupt_to_dict
 from .callbacks import Callbacks
 from .cancellation import CancelToken
@@ -210,8 +210,22 @@ class Agent:
         self, execution: Execution, *, decisions: Any = _NOT_RESUMING
     ) -> AgentResult:
         """Run the mode (after offering ``decisions`` to the middleware, when resuming)
-        with ``events.emit`` routed to the execution's ``on_agent_event`` handlers."""
+        with ``events.emit`` routed to the execution's ``on_agent_event`` handlers;
+        in a ``sagents.turn`` span unless the caller opened one (``core.tracing``)."""
+        if tracing.in_turn():
+            return await self._run(execution, decisions)
+        attributes = {
+            "sagents.agent_id": self.agent_id,
+            "sagents.trigger": "execute" if decisions is _NOT_RESUMING else "resume",
+        }
+        with tracing.turn("sagents.turn", attributes) as span:
+            result = await self._run(execution, decisions)
+            tracing.set_attributes(span, {"sagents.status": result.status})
+            if result.status == "error":
+                tracing.mark_error(span, "turn_error")
+            return result
 
+    async def _run(self, execution: Execution, decisions: Any) -> AgentResult:
         def on_event(name: str, data: dict[str, Any]) -> Any:
             return execution.callbacks.fire("on_agent_event", execution, name, data)
 

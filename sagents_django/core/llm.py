@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from . import tracing
 from .cancellation import Cancelled, CancelToken
 from .exceptions import ConfigurationError, LLMError, StreamError
 from .messages import (
@@ -303,7 +304,47 @@ async def call_model(
     """Call ``models[0]``, retrying, then each fallback; raise the last LLMError.
 
     When ``cancel`` fires (mid-stream or during a backoff sleep) the call returns
-    at once with a message whose status is ``cancelled``."""
+    at once with a message whose status is ``cancelled``. One ``sagents.model_call``
+    span when the process traces (``core.tracing``)."""
+    first = getattr(models[0], "name", None) if models else None
+    with tracing.span(
+        "sagents.model_call",
+        {"gen_ai.operation.name": "chat", "gen_ai.request.model": first},
+    ) as span:
+        call = await _call_model(
+            models,
+            messages,
+            tools,
+            execution=execution,
+            callbacks=callbacks,
+            before_fallback=before_fallback,
+            cancel=cancel,
+            sleep=sleep,
+        )
+        usage = call.usage
+        tracing.set_attributes(
+            span,
+            {
+                "gen_ai.response.model": call.model_name,
+                "gen_ai.usage.input_tokens": usage.input if usage else None,
+                "gen_ai.usage.output_tokens": usage.output if usage else None,
+                "sagents.stop_reason": call.message.status,
+            },
+        )
+        return call
+
+
+async def _call_model(
+    models: list[Any],
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    *,
+    execution: Any,
+    callbacks: Callbacks,
+    before_fallback: Callable[[ModelRequest], ModelRequest] | None,
+    cancel: CancelToken | None,
+    sleep: Callable[[float], Any],
+) -> ModelCall:
     last_error: LLMError | None = None
     for model in models:
         request = model.request(messages, tools)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from . import tracing
 from .messages import Message
 from .serialization import deserialize_server_state, serialize_server_state
 from .state import State
@@ -123,13 +125,16 @@ class SubAgentRun:
     ) -> SubAgentRun:
         """Run the task; ``cancel`` is the parent's token (one Stop stops all)."""
         self.status = "running"
-        with _one_level_down():
+        with _one_level_down(), self._span(resuming=False) as span:
             result = await self.agent.aexecute(
                 self.state,
                 callbacks=callbacks,
                 until_tool=self.until_tool,
                 cancel=cancel,
             )
+            tracing.set_attributes(span, {"sagents.status": result.status})
+            if result.status == "error":
+                tracing.mark_error(span, "subagent_error")
         return self._settle(result)
 
     async def aresume(
@@ -140,7 +145,7 @@ class SubAgentRun:
         cancel: CancelToken | None = None,
     ) -> SubAgentRun:
         """Continue after a pause; ``InvalidResume`` leaves this run untouched."""
-        with _one_level_down():
+        with _one_level_down(), self._span(resuming=True) as span:
             result = await self.agent.aresume(
                 self.state,
                 decisions,
@@ -148,7 +153,22 @@ class SubAgentRun:
                 until_tool=self.until_tool,
                 cancel=cancel,
             )
+            tracing.set_attributes(span, {"sagents.status": result.status})
+            if result.status == "error":
+                tracing.mark_error(span, "subagent_error")
         return self._settle(result)
+
+    def _span(self, *, resuming: bool) -> AbstractContextManager[Any]:
+        """The task's ``sagents.subagent`` span (inside the parent's tool call's)."""
+        return tracing.turn(
+            "sagents.subagent",
+            {
+                "sagents.subagent.type": self.subagent_type,
+                "sagents.subagent.id": self.id,
+                "sagents.agent_id": self.agent.agent_id,
+                "sagents.trigger": "resume" if resuming else "execute",
+            },
+        )
 
     def _settle(self, result: AgentResult) -> SubAgentRun:
         self.result = result

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import tracing
 from .exceptions import ConfigurationError
 from .limits import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, MAX_TOOL_RESULT_CHARS
 from .messages import ContentPart, Message, ToolCall, ToolResult
@@ -253,7 +254,30 @@ async def execute_tool_call(
     *,
     timeout: float | None = None,
 ) -> ToolResult:
-    """Run one call to completion; every failure becomes an error result."""
+    """Run one call to completion; every failure becomes an error result. One
+    ``sagents.tool_call`` span when the process traces (``core.tracing``): a
+    sub-agent's task runs inside it."""
+    with tracing.span(
+        "sagents.tool_call",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.call_id,
+        },
+    ) as span:
+        result = await _execute(call, tools, context, timeout)
+        tracing.set_attributes(span, {"sagents.tool.error": result.is_error})
+        if result.is_error:
+            tracing.mark_error(span, "tool_error")
+        return result
+
+
+async def _execute(
+    call: ToolCall,
+    tools: dict[str, Tool],
+    context: ToolContext,
+    timeout: float | None,
+) -> ToolResult:
     if call.raw_arguments is not None:
         refusal = call.refusal
         if refusal is not None:

@@ -75,6 +75,7 @@ from .checkpoints import Checkpoints
 from .database import db
 from .journal import DatabaseJournal
 from .publisher import Publisher, display_message_json
+from .tracing import traced
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ async def run_turn(run_id: str) -> str | None:
         logger.info("Run %s is held by another worker or finished", run_id)
         return None
     turn = await db(Turn.open)(run)
-    return await turn.run()
+    return await traced(turn)
 
 
 @dataclass(kw_only=True, eq=False)
