@@ -171,6 +171,8 @@ SAGENTS = {
         "SAGENTS_EXECUTOR",
         default="celery" if "CELERY_BROKER_URL" in os.environ else "inline",
     ),
+    # Seconds a daphne process told to stop goes on serving while "not ready".
+    "DRAIN_SECONDS": env.float("SAGENTS_DRAIN_SECONDS", default=5.0),
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -82,6 +82,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         "DJANGO_SETTINGS_MODULE": "project.settings",
         "DATABASE_URL": f"sqlite:///{folder / 'db.sqlite3'}",
         "SAGENTS_DEMO_DELAY_MS": "0",
+        "SAGENTS_DRAIN_SECONDS": "0",  # daphne stops without a drain
     }
 
     def run(*args: str) -> str:

@@ -107,6 +107,7 @@ def process_env(
         "SAGENTS_TEST_QUEUE": queue,
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "HF_HUB_OFFLINE": "1",
+        "SAGENTS_DRAIN_SECONDS": "0",  # a test's daphne stops without a drain
         **(extra or {}),
     }
 

@@ -60,6 +60,7 @@ def site_env(folder: Path, **extra: str) -> dict[str, str]:
         "SAGENTS_EXECUTOR": "inline",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "HF_HUB_OFFLINE": "1",
+        "SAGENTS_DRAIN_SECONDS": "2",
         **extra,
     }
 

@@ -111,6 +111,7 @@ def serve(folder: Path, *, delay_ms: int, production: bool = False) -> Iterator[
         "DJANGO_SETTINGS_MODULE": "tests.web.site_settings",
         "DATABASE_URL": f"sqlite:///{database}",
         "SAGENTS_DEMO_DELAY_MS": str(delay_ms),
+        "SAGENTS_DRAIN_SECONDS": "0",  # daphne stops without a drain
         "SAGENTS_EXECUTOR": "inline",
     }
     name = f"ui_browser_{folder.name.replace('-', '_')[-20:]}_{os.getpid()}"

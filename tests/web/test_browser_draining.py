@@ -40,7 +40,7 @@ def chrome() -> Iterator[Any]:
 def test_a_drained_daphne_hands_the_open_page_to_the_other_one(
     chrome: Any, tmp_path: Path
 ) -> None:
-    env = site_env(tmp_path, SAGENTS_TEST_DRAIN_SECONDS="2")
+    env = site_env(tmp_path, SAGENTS_DRAIN_SECONDS="2")
     prepare(env)
     first = Daphne(env, tmp_path / "first.log")
     second = Daphne(env, tmp_path / "second.log")

@@ -155,7 +155,7 @@ def _connect(balancer: Balancer, session: str, path: str = "/ws/sagents/") -> An
 
 @pytest.fixture
 def pair(folder: Path, made: dict[str, Any]) -> Iterator[tuple[Daphne, Daphne]]:
-    env = site_env(folder, SAGENTS_TEST_DRAIN_SECONDS=str(DRAIN_SECONDS))
+    env = site_env(folder, SAGENTS_DRAIN_SECONDS=str(DRAIN_SECONDS))
     first = Daphne(env, folder / "first.log")
     second = Daphne(env, folder / "second.log")
     try:
@@ -224,9 +224,7 @@ async def test_sigterm_drains_a_daphne_and_its_sockets_reconnect_to_the_other(
 def test_a_second_sigterm_stops_a_draining_daphne_at_once(
     folder: Path, made: dict[str, Any]
 ) -> None:
-    daphne = Daphne(
-        site_env(folder, SAGENTS_TEST_DRAIN_SECONDS="60"), folder / "twice.log"
-    )
+    daphne = Daphne(site_env(folder, SAGENTS_DRAIN_SECONDS="60"), folder / "twice.log")
     try:
         assert daphne.get("/ready/")[0] == 200  # a request installs the handler
         daphne.sigterm()
