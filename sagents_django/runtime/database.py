@@ -14,16 +14,20 @@ thread-sensitive thread.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connections
 
 from sagents_django.conf import sagents_settings
+
+logger = logging.getLogger(__name__)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -83,17 +87,50 @@ def _reconnecting(function: Callable[_P, _R]) -> Callable[_P, _R]:
         connection = connections["default"]
         if connection.in_atomic_block:
             return function(*args, **kwargs)  # the caller's transaction decides
+        _check_if_idle(connection)
         try:
             return function(*args, **kwargs)
         except (OperationalError, InterfaceError):
-            # (Checked only after a failure: a check before every call would
-            # reconnect every time under CONN_MAX_AGE=0, the default.)
-            if connection.in_atomic_block or connection.is_usable():
+            if connection.in_atomic_block:
                 raise
-            connection.close()
+            # The connection may look usable now (a failed rollback can already
+            # have replaced it): try once more on a checked one. (Checked only
+            # after a failure: a check before every call would reconnect every
+            # time under CONN_MAX_AGE=0, the default.)
+            logger.warning("A database call failed; trying it once more", exc_info=True)
+            if not connection.is_usable():
+                connection.close()
             return function(*args, **kwargs)
+        finally:
+            _last_use.at = time.monotonic()
 
     return call
+
+
+IDLE_CHECK_SECONDS = 0.25
+"""A thread's connection unused this long is checked before its next call."""
+
+_last_use = threading.local()
+
+
+def _check_if_idle(connection: Any) -> None:
+    """Replace a connection the server closed while it sat idle (a turn waits on
+    its model for seconds). The persistence classes record and swallow a failed
+    write, so a dead connection must be found before the write, not by it: one
+    ``SELECT 1`` per idle spell, none while a turn writes in quick succession."""
+    last = getattr(_last_use, "at", None)
+    if last is None or time.monotonic() - last < IDLE_CHECK_SECONDS:
+        return
+    if connection.connection is not None and not connection.is_usable():
+        connection.close()
+
+
+def reconnect() -> None:
+    """Replace this thread's connection if the server closed it (after a failed
+    write, before trying it again)."""
+    connection = connections["default"]
+    if not connection.in_atomic_block and not connection.is_usable():
+        connection.close()
 
 
 def close_connections() -> None:

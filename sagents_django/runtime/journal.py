@@ -56,10 +56,14 @@ class DatabaseJournal:
         """Write the result ``finished`` was told of (on a database thread, in the
         transaction that updates the call's card); a replayed call is not written
         again."""
-        result = self._finished.pop(call_id, None)
+        result = self._finished.get(call_id)
         if result is None:
             return
         write(self.lease, call_id, result, "failed" if result.is_error else "completed")
+
+    def forget(self, call_id: str) -> None:
+        """The record was committed."""
+        self._finished.pop(call_id, None)
 
     # On a database thread -------------------------------------------------------
     def _recall(self, call: ToolCall, idempotent: bool) -> ToolResult | None:

@@ -66,13 +66,14 @@ from sagents_django.persistence import (
     DjangoAgentPersistence,
     DjangoDisplayMessagePersistence,
     display_callbacks,
+    display_rows,
     record_failure,
 )
 from sagents_django.scope import Scope, scope_class
 
 from . import checkpoints, control, draining, events_out, runs
 from .checkpoints import Checkpoints
-from .database import db
+from .database import db, reconnect
 from .journal import DatabaseJournal
 from .publisher import Publisher, display_message_json
 from .tracing import traced
@@ -612,12 +613,23 @@ class Turn:
             )
 
     def _finish_call_rows(self, status: Any, info: ToolInfo) -> Any:
-        with transaction.atomic():
-            if self.journal is not None:
-                self.journal.record(info["call_id"])
-            return self.display.update_tool_status(
-                self.scope, status, info, self.context()
-            )
+        for last in (False, True):
+            try:
+                with transaction.atomic():
+                    if self.journal is not None:
+                        self.journal.record(info["call_id"])
+                    row = self.display.update_tool_status(
+                        self.scope, status, info, self.context()
+                    )
+                break
+            except Exception:
+                if last:
+                    raise
+                logger.warning("Journaling a call failed; trying once more")
+                reconnect()
+        if self.journal is not None:
+            self.journal.forget(info["call_id"])
+        return row
 
     def _inherited_calls(self) -> list[str]:
         """The calls an earlier attempt issued that this one may find half done:
@@ -642,10 +654,31 @@ class Turn:
             )
 
     def _record_rows(self, message: Message, state: State) -> list[Any]:
+        """On a database thread. The persistence records and swallows a failed
+        write, so a failure is seen by its missing rows or checkpoint: the whole
+        unit is tried once more on a checked connection (one the server closed
+        mid-turn is replaced), then kept as far as it goes."""
+        try:
+            with transaction.atomic():
+                rows = list(
+                    self.display.save_message(self.scope, message, self.context())
+                )
+                if not rows and display_rows(message):
+                    raise RuntimeError("The message's display rows were not saved")
+                assert self.checkpoints is not None
+                self.checkpoints.write(state)
+            return rows
+        except runs.LeaseLost:
+            raise
+        except Exception:
+            logger.warning(
+                "Recording a message failed; trying once more", exc_info=True
+            )
+            reconnect()
         with transaction.atomic():
-            rows = self.display.save_message(self.scope, message, self.context())
+            rows = list(self.display.save_message(self.scope, message, self.context()))
             self._write_checkpoint(state)
-        return list(rows)
+        return rows
 
     async def _checkpoint(self, state: State) -> None:
         assert self.checkpoints is not None

@@ -318,8 +318,17 @@ async def test_a_worker_stopped_for_a_deploy_hands_its_turn_over_at_once(
     assert await asyncio.to_thread(first.process.wait, 30) is not None  # type: ignore[union-attr]
 
 
+@pytest.fixture
+def reconnecting() -> Iterator[None]:
+    """This thread's connection is killed too: the test database's flush after the
+    test needs a live one."""
+    yield
+    if not connection.is_usable():
+        connection.close()
+
+
 async def test_database_connections_killed_mid_turn_are_replaced_and_the_turn_ends(
-    site: Site, tmp_path: Path
+    site: Site, tmp_path: Path, reconnecting: None
 ) -> None:
     site.llm.script(
         reply(
