@@ -59,14 +59,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from bench.stack import (
+    LAYERS,
+    REDIS_URL,
+    connect,
+    cpu_seconds,
+    make_conversations,
+    make_user,
+    percentile,
+    prepare_database,
+    rss_mb,
+    setup_django,
+    stack_env,
+    start_daphne,
+    start_worker,
+    stop,
+)
+
 DATABASE = "bench_stream"
-DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DATABASE}"
-REDIS_URL = "redis://127.0.0.1:6379/0"
 SESSION = uuid.uuid4().hex[:8]
 PREFIX = QUEUE = f"sagents-bench-{SESSION}"
 MODEL = "openai/bench"
@@ -160,67 +174,6 @@ class Provider:
         await writer.drain()
 
 
-# The stack -----------------------------------------------------------------------
-def prepare_database() -> None:
-    import psycopg
-
-    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres") as c:
-        c.autocommit = True
-        exists = c.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]
-        ).fetchone()
-        if exists:
-            c.execute(f"DROP DATABASE {DATABASE} WITH (FORCE)")
-        c.execute(f"CREATE DATABASE {DATABASE}")
-
-
-def stack_env(provider: Provider) -> dict[str, str]:
-    overrides = {
-        "FACTORY": "tests.runtime.agents.build_agent",
-        "EXECUTOR": "celery",
-        "MODEL": MODEL,
-        "MODEL_PARAMS": provider.params,
-    }
-    return {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SETTINGS_MODULE": "tests.runtime.worker_settings",
-        "DATABASE_URL": DATABASE_URL,
-        "REDIS_URL": REDIS_URL,
-        "CELERY_BROKER_URL": REDIS_URL,
-        "SAGENTS_TEST_OVERRIDES": json.dumps(overrides),
-        "SAGENTS_TEST_PREFIX": PREFIX,
-        "SAGENTS_TEST_QUEUE": QUEUE,
-        "DEBUG": "false",
-    }
-
-
-def start(command: list[str], env: dict[str, str], ready: str, log: Path) -> Any:
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
-    deadline = time.monotonic() + 90
-    while ready not in log.read_text(errors="replace"):
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"{command[2]} did not start:\n{log.read_text()}")
-        time.sleep(0.1)
-    return process
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 # Clients ---------------------------------------------------------------------------
 @dataclass
 class Follow:
@@ -256,20 +209,12 @@ async def reader(follow: Follow, provider: Provider) -> None:
 
 
 async def open_follows(n: int, port: int, cookie: str) -> list[Follow]:
-    import websockets
     from asgiref.sync import sync_to_async
 
-    conversations = await sync_to_async(make_conversations)(n)
+    conversations = await sync_to_async(make_conversations)(USER, n)
     follows = []
     for pk in conversations:
-        socket = await websockets.connect(
-            f"ws://127.0.0.1:{port}/ws/sagents/",
-            additional_headers={
-                "Cookie": f"sessionid={cookie}",
-                "Origin": f"http://127.0.0.1:{port}",
-            },
-            max_queue=None,
-        )
+        socket = await connect(port, cookie)
         await socket.send(json.dumps({"action": "subscribe", "conversation": pk}))
         reply = json.loads(await socket.recv())
         assert reply.get("ok"), reply
@@ -278,26 +223,6 @@ async def open_follows(n: int, port: int, cookie: str) -> list[Follow]:
 
 
 USER: Any = None
-
-
-def make_user() -> str:
-    """A user and a signed-in session (the sockets' cookie)."""
-    global USER
-    from django.contrib.auth import get_user_model
-    from django.test import Client
-
-    USER = get_user_model().objects.create_user(f"bench-{uuid.uuid4().hex[:6]}")
-    client = Client()
-    client.force_login(USER)
-    return client.cookies["sessionid"].value
-
-
-def make_conversations(n: int) -> list[str]:
-    from sagents_django import services
-    from sagents_django.scope import Scope
-
-    scope = Scope.for_user(USER)
-    return [str(services.create_conversation(scope).pk) for _ in range(n)]
 
 
 async def one_round(
@@ -362,19 +287,6 @@ async def cancel_latency(
     return follow.finished - asked
 
 
-def percentile(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    k = min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))
-    return values[k]
-
-
-LAYERS = {
-    "pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
-    "core": "channels_redis.core.RedisChannelLayer",
-}
-
-
 async def layer_floor(backend: str, samples: int) -> tuple[float, float]:
     """channels-redis group_send → receive, awaited in a running loop."""
     from django.utils.module_loading import import_string
@@ -398,28 +310,22 @@ async def layer_floor(backend: str, samples: int) -> tuple[float, float]:
 
 
 async def main(args: argparse.Namespace) -> None:
-    import django
-
+    global USER
     provider = Provider(
         chunks=args.chunks, interval=args.interval / 1000, first_byte=0.05
     ).start()
-    env = stack_env(provider)
-    os.environ.update(
-        {k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL")}
-    )
-    for key in ("SAGENTS_TEST_OVERRIDES", "SAGENTS_TEST_PREFIX", "SAGENTS_TEST_QUEUE"):
-        os.environ[key] = env[key]
-    prepare_database()
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
-    django.setup()
+    overrides = {
+        "FACTORY": "tests.runtime.agents.build_agent",
+        "EXECUTOR": "celery",
+        "MODEL": MODEL,
+        "MODEL_PARAMS": provider.params,
+    }
+    env = stack_env(database=DATABASE, prefix=PREFIX, queue=QUEUE, overrides=overrides)
+    prepare_database(DATABASE)
+    setup_django(env)
     from asgiref.sync import sync_to_async
 
-    cookie = await sync_to_async(make_user)()
+    USER, cookie = await sync_to_async(make_user)(f"bench-{uuid.uuid4().hex[:6]}")
     for name in args.layers:
         await measure(args, name, {**env, "CHANNEL_LAYER_BACKEND": LAYERS[name]},
                       provider, cookie)  # fmt: skip
@@ -436,18 +342,10 @@ async def measure(
     logs = Path(f"/tmp/sagents-bench-{SESSION}-{name}")
     logs.mkdir()
     port = 8700 + os.getpid() % 200
-    worker = start(
-        [sys.executable, "-m", "celery", "-A", "project", "worker", "--pool",
-         "threads", "--concurrency", str(max(args.n) + 10), "--queues", QUEUE,
-         "--hostname", f"{QUEUE}@%h", "--loglevel", "info", "--without-gossip",
-         "--without-mingle", "--without-heartbeat"],
-        env, " ready.", logs / "worker.log",
-    )  # fmt: skip
-    daphne = start(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "project.asgi:application"],
-        env, "Listening on", logs / "daphne.log",
-    )  # fmt: skip
+    worker = start_worker(
+        env, queue=QUEUE, concurrency=max(args.n) + 10, log=logs / "worker.log"
+    )
+    daphne = start_daphne(env, port=port, log=logs / "daphne.log")
     pids = worker.pid, daphne.pid
     try:
         idle = (rss_mb(worker.pid), rss_mb(daphne.pid))
@@ -485,12 +383,7 @@ async def measure(
             f"worst {cancels[-1] * 1000:.1f} ms"
         )
     finally:
-        for process in (daphne, worker):
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop(daphne, worker)
 
 
 def med(rounds: list[dict[str, Any]], key: str) -> float:
