@@ -87,6 +87,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench.stack import (
+    REDIS_URL,
     ROOT,
     connect,
     cpu_seconds,
@@ -106,6 +107,7 @@ DATABASE = "load"
 SESSION = uuid.uuid4().hex[:8]
 PREFIX = QUEUE = f"sagents-load-{SESSION}"
 MARKER = re.compile(r"<(m[\w.-]+)>")
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 TEXT = (
     "the stack streams every reply through a worker and a socket while the "
     "database keeps each row so that a client can always read it again later "
@@ -403,6 +405,7 @@ class Load:
     loop_lag: list[float] = field(default_factory=list)
     probes: list[float] = field(default_factory=list)
     probe_errors: int = 0
+    created: set[str] = field(default_factory=set)
     t0: float = 0.0
 
     async def client(self) -> Client:
@@ -414,6 +417,7 @@ class Load:
         from asgiref.sync import sync_to_async
 
         [cid] = await sync_to_async(make_conversations)(self.user, 1)
+        self.created.add(cid)
         if kind != "idle":
             await self.tap.watch(cid)
         return await client.follow(cid, kind)
@@ -581,6 +585,25 @@ async def run_load(args: argparse.Namespace) -> None:
         assert provider.stdin
         provider.stdin.close()
         provider.wait(30)
+        tidy_redis(load.created)
+
+
+def tidy_redis(conversations: set[str]) -> None:
+    """Delete this run's keys from the shared Redis: its queue and layer keys, and
+    its conversations' counters, viewers and activity (kept for days otherwise)."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    ours = []
+    for key in client.scan_iter(count=1000):
+        name = key.decode(errors="replace")
+        found = UUID.search(name)
+        if PREFIX in name or (
+            name.startswith("sagents:") and found and found.group(0) in conversations
+        ):
+            ours.append(key)
+    for i in range(0, len(ours), 500):
+        client.delete(*ours[i : i + 500])
 
 
 # Checks ----------------------------------------------------------------------------
