@@ -32,12 +32,15 @@ Turns running when the time is up finish, then everything is checked:
   repeats, and frames the worker published (seen by the tap, below) that the
   client never received. Per turn: the streamed text (``llm_deltas``) against the
   text of the assistant rows saved in that turn. In the database: every message
-  answered exactly once, every run ``completed``. All must be 0.
+  answered exactly once, every run ``completed``. All must be 0. Beside them, not a
+  loss: frames that arrived after a higher ``seq`` of their conversation.
 - submit → first delta: the ``send`` frame written → the first ``llm_deltas`` frame
   of that turn received, p50 / p95 / p99, for the steady turns and for the burst. The
   provider sends its first chunk at once (no first-byte delay, ``--first-byte``), so
   this is the stack's own time: daphne saving the message and queueing the run, the
-  worker claiming it, building the agent, loading the state, the request.
+  worker claiming it, building the agent, loading the state, the request. It is
+  split at the run's ``created_at`` and ``started_at`` (the claim), read from the
+  database: the same host's wall clock.
 - fan-out lag: an event's arrival at a *tap* → its arrival at the client. The tap is
   a process of its own subscribed to the same conversations' channel-layer groups
   (Redis Pub/Sub, like daphne); events carry no timestamp, so the tap's receipt
@@ -51,8 +54,8 @@ Turns running when the time is up finish, then everything is checked:
   ``--warmup`` seconds and after the burst; with their CPU.
 
 Needs PostgreSQL (database ``load``, dropped and created again) and Redis on
-127.0.0.1; the channel-layer prefix and the Celery queue are this run's own. Run from
-the repository root::
+127.0.0.1; the channel-layer prefix and the Celery queue are this run's own, and its
+keys are deleted from Redis at the end. Run from the repository root::
 
     .venv/bin/python bench/load.py            # 10 minutes
     .venv/bin/python bench/load.py --quick    # 30 s
@@ -290,8 +293,11 @@ class Watch:
     current: Turn | None = None
     left: float = math.inf
     """When the client unsubscribed."""
+    unsettled: int = 0
+    """Turns whose closing ``status_changed`` did not come within 10 s."""
     settled: asyncio.Event = field(default_factory=asyncio.Event)
-    """The last turn's closing ``status_changed`` arrived."""
+    """The last turn's closing ``status_changed`` arrived (the client leaves a
+    conversation only then: a frame on its way when it unsubscribes is dropped)."""
 
 
 class Client:
@@ -384,7 +390,14 @@ def on_event(watch: Watch, frame: dict[str, Any], now: float) -> None:
             ended.finished, ended.status = now, data["status"]
             ended.done.set()
         watch.current = None
-    elif event == "status_changed" and data.get("status") != "running":
+    elif (
+        event == "status_changed"
+        and data.get("status") != "running"
+        # The closing frame of the last turn (the one of the turn before may come
+        # as late as this: see "Order" in the report).
+        and watch.turns
+        and data.get("run_id") == watch.turns[-1].run_id
+    ):
         watch.settled.set()
 
 
@@ -503,7 +516,7 @@ async def wait_settled(watch: Watch) -> None:
         async with asyncio.timeout(10):
             await watch.settled.wait()
     except TimeoutError:
-        pass
+        watch.unsettled += 1
 
 
 async def run_load(args: argparse.Namespace) -> None:
@@ -565,7 +578,9 @@ async def run_load(args: argparse.Namespace) -> None:
             asyncio.ensure_future(load.lag()),
         ]
         await asyncio.gather(
-            load.burst(), *(load.steady(i, deadline) for i in range(args.steady))
+            asyncio.sleep(args.duration),
+            load.burst(),
+            *(load.steady(i, deadline) for i in range(args.steady)),
         )
         for task in background:
             task.cancel()
@@ -682,6 +697,7 @@ def check(
         1 for _, status in db_runs if status != "completed"
     )
     bad["runs other than one per message"] = abs(len(db_runs) - len(watch.turns))
+    bad["turns whose closing status_changed did not come"] = watch.unsettled
     if watch.kind == "idle":
         bad["event frames on idle sockets"] = len(watch.frames)
     return bad, lags, late
@@ -841,7 +857,8 @@ def report_memory(load: Load, idle_before: tuple[float, float]) -> None:
             f"daphne {slope(part, 2):+.2f} MB/min."
         )
     print(
-        f"Before the run (after one warm-up turn): worker {idle_before[0]:.0f} MB, "
+        f"After one warm-up turn, before the sockets opened: worker "
+        f"{idle_before[0]:.0f} MB, "
         f"daphne {idle_before[1]:.0f} MB."
     )
 
