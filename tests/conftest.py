@@ -71,6 +71,12 @@ def pytest_configure(config: pytest.Config) -> None:
     socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
     socket.create_connection = _guarded_create_connection
     _check_database_url()
+    from sagents_django.runtime import sweeper
+
+    # The test process sweeps only where a test calls sweep_once(): a sweeper in
+    # the background would take up runs that tests leave queued or stale on
+    # purpose (the workers and daphne processes tests start do sweep).
+    sweeper.autostart = False
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -88,12 +88,14 @@ async def sweep_forever() -> None:
 
 _running: dict[int, Any] = {}
 _lock = threading.Lock()
+autostart = True
+"""Whether ``ensure_running`` starts one (a test session sweeps when it says so)."""
 
 
 def ensure_running() -> None:
     """Start this process's sweeper on its runtime loop (once per process)."""
     with _lock:
-        if os.getpid() in _running:
+        if not autostart or os.getpid() in _running:
             return
         _running[os.getpid()] = loop.submit(sweep_forever())
 
