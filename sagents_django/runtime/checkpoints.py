@@ -41,23 +41,32 @@ class Checkpoints:
 
     def changed(self, state: State) -> bool:
         """Whether ``state`` differs from the last checkpoint (no database)."""
+        return self._delta(state) is not None
+
+    def _delta(self, state: State) -> tuple[int, list[Message]] | None:
+        """(messages kept, messages added) since the last checkpoint; None when
+        nothing changed."""
         before = self.state
-        return not (
-            len(state.messages) == len(before.messages)
-            and _kept(before.messages, state.messages) == len(before.messages)
+        keep = _kept(before.messages, state.messages)
+        added = state.messages[keep:]
+        if (
+            not added
+            and keep == len(before.messages)
             and state.todos is before.todos
             and state.metadata is before.metadata
             and state.interrupt_data is before.interrupt_data
-        )
+        ):
+            return None
+        return keep, list(added)
 
     def write(self, state: State) -> bool:
         """Checkpoint ``state`` if it changed (on a database thread); whether a step
         was written. Raises ``runs.LeaseLost`` when the run was taken over."""
-        if not self.changed(state):
+        delta = self._delta(state)
+        if delta is None:
             return False
-        keep = _kept(self.state.messages, state.messages)
-        added = state.messages[keep:]
-        data = serialize_state(replace(state, messages=list(added)))
+        keep, added = delta
+        data = serialize_state(replace(state, messages=added))
         with transaction.atomic(savepoint=False):
             update: dict[str, Any] = {}
             if not self.declared:

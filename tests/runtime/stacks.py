@@ -121,28 +121,18 @@ class Daphne:
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
 
-    def start(self, timeout: float = 60) -> Daphne:
-        import socket
+    def start(self) -> Daphne:
+        from tests.test_readme_socket import free_port, wait_for_port
 
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = int(probe.getsockname()[1])
+        self.port = free_port()
         command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
         command += ["-p", str(self.port), "project.asgi:application"]
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 command, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"daphne did not start:\n{self.log.read_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
-            except OSError:
-                time.sleep(0.1)
+        wait_for_port(self.port, self.process)
+        return self
 
     @property
     def url(self) -> str:

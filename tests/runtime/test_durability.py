@@ -473,11 +473,9 @@ class PrivateRedis:
     every other test session on the machine)."""
 
     def __init__(self) -> None:
-        import socket
+        from tests.test_readme_socket import free_port
 
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = int(probe.getsockname()[1])
+        self.port = free_port()
         self.process: Any = None
 
     @property
