@@ -8,7 +8,7 @@ fails ``manage.py check`` instead of every turn:
   E009 MAX_STATE_BYTES: a value of the wrong type or outside its closed set
 - E006 SCOPE is not a dotted path, E007 it cannot be imported, E008 it does not
   name a scope class (one with ``from_request``)
-- E010 FACTORY, E011 DOUBLE_TEXT, E012 MAX_QUEUED_ROUNDS, E013 INACTIVITY_TIMEOUT,
+- E010 FACTORY, E011 DOUBLE_TEXT, E025 WHILE_APPROVAL_PENDING, E012 MAX_QUEUED_ROUNDS, E013 INACTIVITY_TIMEOUT,
   E014 DELTA_WINDOW_MS, E016 DATABASE_THREADS: a value of the wrong type or outside its closed set
 - E020 HEARTBEAT_SECONDS, E021 LEASE_SECONDS, E022 SWEEP_SECONDS, E023 MAX_ATTEMPTS:
   not a positive number; E024 LEASE_SECONDS is not above twice HEARTBEAT_SECONDS
@@ -44,6 +44,7 @@ IDS = {
     "AGENT_PERSISTENCE": "sagents_django.E017",
     "DISPLAY_PERSISTENCE": "sagents_django.E018",
     "DOUBLE_TEXT": "sagents_django.E011",
+    "WHILE_APPROVAL_PENDING": "sagents_django.E025",
     "MAX_QUEUED_ROUNDS": "sagents_django.E012",
     "INACTIVITY_TIMEOUT": "sagents_django.E013",
     "DELTA_WINDOW_MS": "sagents_django.E014",
@@ -73,6 +74,8 @@ HINTS = {
     "setting; the default is "
     "sagents_django.persistence.DjangoDisplayMessagePersistence.",
     "DOUBLE_TEXT": '"enqueue" runs a message sent during a turn right after it.',
+    "WHILE_APPROVAL_PENDING": '"hold" answers a message sent while an approval is '
+    'pending once it is decided; "dismiss" dismisses the approval.',
     "MAX_QUEUED_ROUNDS": "Give a number of turns, e.g. 10.",
     "INACTIVITY_TIMEOUT": "Give seconds, e.g. 300, or None to never time out.",
     "DELTA_WINDOW_MS": "Give milliseconds, e.g. 20.",

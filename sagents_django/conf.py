@@ -49,6 +49,10 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # A message sent while a turn runs: "enqueue" (run right after it), "reject"
         # (RunConflict) or "interrupt" (cancel the turn, then run with the message).
         "DOUBLE_TEXT": "enqueue",
+        # A message sent while an approval is pending: "hold" (answered once the
+        # approval is decided or dismissed) or "dismiss" (the approval is dismissed,
+        # the transcript says so, and the message is answered at once).
+        "WHILE_APPROVAL_PENDING": "hold",
         # Follow-up turns of queued messages in a row before the chain is stopped.
         "MAX_QUEUED_ROUNDS": 10,
         # Seconds without a run, a viewer or a touch before a conversation counts as
@@ -134,6 +138,7 @@ def _class_path(value: Any) -> str | None:
 
 
 DOUBLE_TEXT_POLICIES: Final = ("enqueue", "reject", "interrupt")
+APPROVAL_PENDING_POLICIES: Final = ("hold", "dismiss")
 
 
 def _factory(value: Any) -> str | None:
@@ -149,6 +154,12 @@ def _double_text(value: Any) -> str | None:
     if isinstance(value, str) and value in DOUBLE_TEXT_POLICIES:
         return None
     return f"must be one of {DOUBLE_TEXT_POLICIES!r}, not {value!r}"
+
+
+def _approval_pending(value: Any) -> str | None:
+    if isinstance(value, str) and value in APPROVAL_PENDING_POLICIES:
+        return None
+    return f"must be one of {APPROVAL_PENDING_POLICIES!r}, not {value!r}"
 
 
 def _positive_int(
@@ -193,6 +204,7 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "AGENT_PERSISTENCE": _class_path,
         "DISPLAY_PERSISTENCE": _class_path,
         "DOUBLE_TEXT": _double_text,
+        "WHILE_APPROVAL_PENDING": _approval_pending,
         "MAX_QUEUED_ROUNDS": _positive_int("rounds"),
         "INACTIVITY_TIMEOUT": _positive_int("seconds", allow_none=True),
         "DELTA_WINDOW_MS": _positive_int("milliseconds"),
@@ -293,6 +305,10 @@ class SagentsSettings:
     @property
     def DOUBLE_TEXT(self) -> str:
         return cast(str, valid("DOUBLE_TEXT"))
+
+    @property
+    def WHILE_APPROVAL_PENDING(self) -> str:
+        return cast(str, valid("WHILE_APPROVAL_PENDING"))
 
     @property
     def MAX_QUEUED_ROUNDS(self) -> int:

@@ -14,7 +14,9 @@ whichever conversation model is active.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 import swapper
 from django.conf import settings
@@ -38,6 +40,11 @@ DISPLAY_STATUSES = (
     "failed",
     "interrupted",
     "cancelled",
+    # A reply the core marked as not finished (``Message.status``): cut off by the
+    # provider's stream, its length limit or its content filter.
+    "stream_error",
+    "length",
+    "content_filtered",
 )
 FAILURE_KINDS = ("state", "display")
 RUN_STATUSES = ("queued", "running", "completed", "interrupted", "cancelled", "error")
@@ -169,6 +176,33 @@ class DisplayMessage(models.Model):
         return f"{self.message_type} {self.content_type} #{self.pk}"
 
 
+class AgentRunQuerySet(models.QuerySet["AgentRun"]):
+    """The questions asked of runs, named once."""
+
+    def active(self) -> AgentRunQuerySet:
+        """Queued or running: what holds a conversation (one at most each)."""
+        return self.filter(status__in=ACTIVE_RUN_STATUSES)
+
+    def finished(self) -> AgentRunQuerySet:
+        return self.exclude(status__in=ACTIVE_RUN_STATUSES)
+
+    def of(self, conversation_id: Any) -> AgentRunQuerySet:
+        return self.filter(conversation_id=conversation_id)
+
+    def held(self, *, owner: str, attempt: int) -> AgentRunQuerySet:
+        """Running under this lease (owner and attempt: a fencing token)."""
+        return self.filter(status="running", lease_owner=owner, attempts=attempt)
+
+    def stale(self, cutoff: datetime) -> AgentRunQuerySet:
+        """Running with no heartbeat since ``cutoff`` (their worker died)."""
+        return self.filter(status="running").filter(
+            Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
+        )
+
+    def latest_first(self) -> AgentRunQuerySet:
+        return self.order_by("-created_at")
+
+
 class AgentRun(models.Model):
     """One turn of an agent: who asked, how it went, what it cost."""
 
@@ -205,6 +239,13 @@ class AgentRun(models.Model):
     """USD, from litellm's offline price list; NULL when the run's model has no
     price there (unknown is not free: see ``runtime.usage``)."""
     metadata = models.JSONField(default=dict, blank=True)
+    """The run's request (``runtime.requests.RunRequest``'s JSON form)."""
+    next_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    """The run that took over the messages queued on this one."""
+
+    objects = AgentRunQuerySet.as_manager()
 
     class Meta:
         db_table = "sagents_agent_runs"

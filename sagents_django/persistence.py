@@ -285,11 +285,14 @@ class DjangoDisplayMessagePersistence:
 
 def display_rows(message: Message) -> list[dict[str, Any]]:
     """The display-row attributes of ``message``: one per display item, numbered by
-    ``sequence``; tool calls start pending, interrupted results are marked."""
+    ``sequence``; tool calls start pending, interrupted results are marked, and the
+    text of a reply that did not finish carries the core's mark (``cancelled``,
+    ``stream_error``, ``length``, ``content_filtered``) as its status."""
     shared = {
         k: message.metadata[k] for k in MESSAGE_METADATA_KEYS if k in message.metadata
     }
-    if message.status != "complete":
+    unfinished = message.status != "complete"
+    if unfinished:
         shared["stop_reason"] = message.status
     interrupted = {r.tool_call_id: r for r in message.tool_results if r.is_interrupt}
     rows = []
@@ -301,15 +304,16 @@ def display_rows(message: Message) -> list[dict[str, Any]]:
             content = {**content, "is_interrupt": True}
             if result.display_text:
                 content["display_text"] = result.display_text
-        rows.append(
-            {
-                "message_type": item["message_type"],
-                "content_type": kind,
-                "content": content,
-                "sequence": sequence,
-                "metadata": dict(shared),
-            }
-        )
+        row = {
+            "message_type": item["message_type"],
+            "content_type": kind,
+            "content": content,
+            "sequence": sequence,
+            "metadata": dict(shared),
+        }
+        if unfinished and kind in ("text", "thinking"):
+            row["status"] = message.status
+        rows.append(row)
     return rows
 
 

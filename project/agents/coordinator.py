@@ -133,10 +133,13 @@ class Session:
         ``TurnResult`` (``status``: completed, interrupted, cancelled or error;
         ``last_message``, ``interrupt_data``, ``error``, ``state``).
 
-        Refused before anything is written: a bad message (``InvalidInput``), a
-        message while an approval waits (``Conflict``: resume first). While another
-        turn runs, ``SAGENTS["DOUBLE_TEXT"]`` decides: the message is answered
-        right after it (the default), refused (``RunConflict``) or interrupts it.
+        Refused before anything is written: a bad message (``InvalidInput``). While
+        an approval waits, ``SAGENTS["WHILE_APPROVAL_PENDING"]`` decides: the
+        message is held for after the decision (the default; the result is the
+        pause's, ``interrupted``: resume or dismiss it) or dismisses the approval.
+        While another turn runs, ``SAGENTS["DOUBLE_TEXT"]`` decides: the message is
+        answered right after it (the default), refused (``RunConflict``) or
+        interrupts it.
         Ctrl-C in a shell stops the turn too.
         """
         submission = agent_server.add_message(
@@ -201,6 +204,13 @@ class Session:
     async def acancel(self) -> bool:
         cancel = sync_to_async(agent_server.cancel)
         return await cancel(self.scope, self.conversation.pk)
+
+    def dismiss(self) -> TurnResult | None:
+        """Abandon the pending approval (its calls do not run; the model is told);
+        waits for the turn that answers the messages held meanwhile, if any.
+        ``Conflict`` when no approval is pending."""
+        run_id = agent_server.dismiss(self.scope, self.conversation.pk)
+        return self.wait_run(run_id, follow=True) if run_id is not None else None
 
     def wait_run(self, run_id: str, *, follow: bool = False) -> TurnResult:
         """Wait for the run ``run_id`` of this conversation to end; its result."""

@@ -1,4 +1,5 @@
-"""The run admin's actions: cancel, resume (approve all / reject all), re-run.
+"""The run admin's actions: cancel, resume (approve all / reject all), dismiss a
+pending approval, re-run.
 
 An operator acts for the conversation's owner: each action rebuilds the scope the
 run was started with (``run.metadata["scope"]``, checked again on load, so a user
@@ -40,9 +41,10 @@ class Skip(Exception):
 
 def run_scope(run: AgentRun) -> Scope:
     """The scope to act for on ``run``'s conversation."""
-    meta = run.metadata if isinstance(run.metadata, dict) else {}
-    stored = meta.get("scope")
-    if isinstance(stored, dict):
+    from sagents_django.runtime.requests import RunRequest
+
+    stored = RunRequest.of(run).scope
+    if stored is not None:
         return scope_class().from_dict(stored)
     conversation = run.conversation
     field = owner_field(type(conversation))
@@ -108,6 +110,15 @@ def resume_one(run: AgentRun, decision: str) -> Outcome:
     verb = "approved" if decision == "approve" else "rejected"
     plural = "s" if count != 1 else ""
     return messages.SUCCESS, f"{verb} {count} action{plural}; resumed as run {new}"
+
+
+def dismiss_one(run: AgentRun) -> Outcome:
+    if run.status != "interrupted":
+        raise Skip(f"nothing to dismiss ({run.status})")
+    _require_latest(run, "nothing to dismiss")
+    answering = _server().dismiss(run_scope(run), run.conversation_id)
+    held = f"; held messages answered by run {answering}" if answering else ""
+    return messages.SUCCESS, f"approval dismissed{held}"
 
 
 def rerun_one(run: AgentRun) -> Outcome:
@@ -179,6 +190,16 @@ def resume_reject_all(
     apply(model_admin, request, queryset, lambda run: resume_one(run, "reject"))
 
 
+@admin.action(
+    description="Dismiss the pending approval (its calls do not run)",
+    permissions=["operate"],
+)
+def dismiss_approvals(
+    model_admin: admin.ModelAdmin, request: HttpRequest, queryset: models.QuerySet
+) -> None:
+    apply(model_admin, request, queryset, dismiss_one)
+
+
 @admin.action(description="Re-run the failed turn", permissions=["operate"])
 def rerun_failed(
     model_admin: admin.ModelAdmin, request: HttpRequest, queryset: models.QuerySet
@@ -190,5 +211,6 @@ RUN_ACTIONS: tuple[Any, ...] = (
     cancel_runs,
     resume_approve_all,
     resume_reject_all,
+    dismiss_approvals,
     rerun_failed,
 )

@@ -28,7 +28,6 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
@@ -53,14 +52,12 @@ from sagents_django.core.middleware.patch_tool_calls import patch_dangling_tool_
 from sagents_django.core.persistence import (
     Lifecycle,
     PersistenceContext,
-    SyntheticMessage,
     ToolInfo,
 )
 from sagents_django.core.serialization import (
     deserialize_server_state,
     serialize_server_state,
 )
-from sagents_django.exceptions import RunConflict
 from sagents_django.models import AgentRun
 from sagents_django.persistence import (
     DjangoAgentPersistence,
@@ -72,10 +69,13 @@ from sagents_django.persistence import (
 from sagents_django.scope import Scope, scope_class
 
 from . import checkpoints, control, draining, events_out, runs
+from .agents import build_agent, cost_of
 from .checkpoints import Checkpoints
 from .database import db, reconnect
+from .ending import Ending, end_run
 from .journal import DatabaseJournal
 from .publisher import Publisher, display_message_json
+from .requests import RunRequest
 from .tracing import traced
 
 logger = logging.getLogger(__name__)
@@ -91,9 +91,6 @@ NOT_SAVED = (
     "This turn could not be saved, so the agent will not remember it; the "
     "conversation goes on from its last saved state."
 )
-CANCELLED_TEXT = "Agent execution cancelled."
-ENDING_RETRIES = (0.2, 0.5, 1.0)
-"""Pauses (seconds) between attempts to end a run when the database fails."""
 
 
 class QueueLimit(Exception):
@@ -141,6 +138,7 @@ async def run_turn(run_id: str) -> str | None:
 class Turn:
     agent_run: AgentRun
     scope: Scope
+    request: RunRequest = field(default_factory=RunRequest)
     conversation_id: str
     agent_id: str
     filesystem_scope: Any = None
@@ -186,15 +184,16 @@ class Turn:
     # Opening (in a thread: database and factory) -------------------------------
     @classmethod
     def open(cls, run: AgentRun) -> Turn:
-        meta = run.metadata if isinstance(run.metadata, dict) else {}
-        scope = scope_class().from_dict(meta.get("scope", {"user_id": None}))
+        request = RunRequest.of(run)
+        scope = scope_class().from_dict(request.scope or {"user_id": None})
         conversation = services.get_conversation(scope, run.conversation_id)
         turn = cls(
             agent_run=run,
             scope=scope,
             conversation_id=str(run.conversation_id),
             agent_id=conversation.agent_id if conversation is not None else "",
-            filesystem_scope=_filesystem_scope(meta.get("filesystem_scope")),
+            request=request,
+            filesystem_scope=_filesystem_scope(request.filesystem_scope),
             lease=runs.lease_of(run),
         )
         try:
@@ -352,9 +351,7 @@ class Turn:
         # The claim read the row: a cancel asked before it is seen here, one asked
         # later reaches the turn by its control channel or its heartbeat.
         if self.cancel.cancelled or self.agent_run.cancel_requested:
-            return await self._finish(
-                "cancelled", CANCELLED_TEXT, TokenUsage(), note=True
-            )
+            return await self._end(Ending.cancelled())
         if self.handed_off:
             return await self._release()
         await self._publish_status("running")
@@ -393,9 +390,6 @@ class Turn:
 
     async def _start(self) -> AgentResult:
         assert self.agent is not None
-        meta = (
-            self.agent_run.metadata if isinstance(self.agent_run.metadata, dict) else {}
-        )
         options: dict[str, Any] = {
             "callbacks": [self.callbacks()],
             "cancel": self.cancel,
@@ -422,33 +416,37 @@ class Turn:
                 # The reply was checkpointed; only the ending was lost.
                 return AgentResult(status="completed", state=self.state)
             return await self.agent.aexecute(self.state, **options)
-        for note in meta.get("notifications", []):
-            self.inbox.post(str(note.get("middleware_id")), note.get("message"))
+        request = self.request
+        for note in request.notifications:
+            self.inbox.post(note.middleware_id, note.message)
         if self.agent_run.trigger == "resume":
-            decisions = meta.get("decisions")
-            if meta.get("revision") not in (None, self.revision):
+            decisions = request.decisions
+            if request.revision not in (None, self.revision):
                 raise InvalidResume(
                     "These decisions answer an approval that was already answered"
                 )
             self._note_resumable()
             await db(self._record_decisions)(decisions)
             return await self.agent.aresume(self.state, decisions, **options)
-        messages = [m for m in meta.get("messages", []) if isinstance(m, dict)]
-        halted = bool(meta.get("halted"))
-        if messages:
+        if self.state.interrupt_data:
+            # Admission never starts a run on a paused state; if one comes (a state
+            # restored by hand), it changes nothing: the approval stays answerable.
+            raise InvalidResume(
+                "The conversation waits for decisions on its pending approval"
+            )
+        if request.messages:
             state = self.state
-            for entry in messages:
-                user = Message.user(str(entry.get("text", "")))
-                extra = entry.get("metadata")
-                if isinstance(extra, dict):
-                    user = replace(user, metadata={**user.metadata, **extra})
+            for entry in request.messages:
+                user = Message.user(entry.text)
+                if entry.metadata:
+                    user = replace(user, metadata={**user.metadata, **entry.metadata})
                 state = state.add_message(user)
             # The user's messages are the turn's first checkpoint: never lost, and
             # never added twice (the run names the revision that holds them).
             if not await self._save(state, "on_step", declare=True):
                 raise RuntimeError(NOT_SAVED)
         self.delivered = True
-        if halted:
+        if request.halted:
             raise QueueLimit(
                 f"Stopped after {sagents_settings.MAX_QUEUED_ROUNDS} queued turns in "
                 "a row; the queued messages are kept. Send a message to go on."
@@ -707,15 +705,19 @@ class Turn:
 
     async def _resolve(self, name: str, data: dict[str, Any]) -> None:
         """An interrupted call (a sub-agent's) that completes on resume: its result
-        row gets the real result (``resolve_tool_result``)."""
+        row gets the real result (``resolve_tool_result``) and its card ends
+        completed."""
         if name != "tool_execution_update" or data.get("status") != "completed":
             return
         call_id = data.get("call_id")
         if call_id not in self.resolving:
             return
         self.resolving.discard(call_id)
+        result = str(data.get("result", ""))
+        info: ToolInfo = {"call_id": call_id, "result": result}
+        await self._finish_call("completed", info)
         row = await db(self.display.resolve_tool_result)(
-            self.scope, call_id, str(data.get("result", "")), self.context()
+            self.scope, call_id, result, self.context()
         )
         if row is not None:
             assert self.publisher is not None
@@ -765,25 +767,26 @@ class Turn:
 
     async def _settle(self, result: AgentResult) -> str:
         status = result.status
+        usage = result.usage
         if not await self._save(result.state, LIFECYCLES[status]):
             if self.lost:
                 return "lost"
-            await self._note_error(NOT_SAVED, "state_not_saved", retryable=True)
-            return await self._finish("error", NOT_SAVED, result.usage)
+            return await self._end(
+                Ending.failed(NOT_SAVED, "state_not_saved", retryable=True, usage=usage)
+            )
         if status == "cancelled":
             await self._mark_cancelled_cards(result.state)
-            return await self._finish(
-                "cancelled", CANCELLED_TEXT, result.usage, note=True
-            )
+            return await self._end(Ending.cancelled(usage=usage))
         if status == "error":
-            error = result.error or "The turn failed"
             exc = result.exception
-            await self._note_error(
-                error,
-                "provider_error" if isinstance(exc, LLMError) else "agent_error",
-                retryable=bool(getattr(exc, "retryable", False)),
+            return await self._end(
+                Ending.failed(
+                    result.error or "The turn failed",
+                    "provider_error" if isinstance(exc, LLMError) else "agent_error",
+                    retryable=bool(getattr(exc, "retryable", False)),
+                    usage=usage,
+                )
             )
-            return await self._finish("error", error, result.usage)
         if status == "interrupted":
             await signal(
                 "interrupt_raised",
@@ -800,55 +803,42 @@ class Turn:
                 run_id=self.run_id,
                 message=last.to_dict(),
             )
-        return await self._finish(status, "", result.usage)
+        return await self._end(Ending(status=status, usage=usage))
 
     async def _end_anyway(self, error: str) -> str:
-        """End the run as an error after a failure the turn did not handle: the
-        whole ending (row, events, follow-up run) if the database lets us, else
-        at least the run's own row."""
-        try:
-            return await self._end_error(error)
-        except Exception:
-            logger.exception("Run %s could not end normally", self.run_id)
-        for pause in (*ENDING_RETRIES, None):
-            try:
-                await db(runs.end_plainly)(self.run_id, "error", error)
-                break
-            except Exception:
-                if pause is None:
-                    logger.exception("Run %s could not be ended", self.run_id)
-                else:
-                    await asyncio.sleep(pause)
-        return "error"
+        """End the run as an error after a failure the turn did not handle."""
+        return await self._end(Ending.failed(error))
 
     async def _end_error(self, error: str, error_type: str = "agent_error") -> str:
-        await self._note_error(error, error_type, retryable=False)
-        return await self._finish("error", error, TokenUsage())
+        return await self._end(Ending.failed(error, error_type))
 
-    async def _note_error(self, text: str, error_type: str, *, retryable: bool) -> None:
+    async def _end(self, ending: Ending) -> str:
+        """End the run (``ending.end_run``: the one way a run ends) and publish
+        its events through this turn's publisher, the conversation's only one
+        while the turn holds it."""
         assert self.publisher is not None
         if self.lost:
-            return
-        note: SyntheticMessage = {
-            "message_type": "system",
-            "content_type": "error",
-            "content": {"text": text, "error_type": error_type, "retryable": retryable},
-        }
-        await self._synthetic(note)
-        await self.publisher.publish(
-            "error",
-            {"error": text, "error_type": error_type, "retryable": retryable},
+            return "lost"
+        ending = replace(
+            ending,
+            cost=cost_of(self.agent, ending.usage),
+            interrupt_data=self.state.interrupt_data,
+            carry_own=not self.delivered,
         )
-
-    async def _synthetic(self, note: SyntheticMessage) -> None:
-        assert self.publisher is not None
-        row = await db(self.display.save_synthetic_message)(
-            self.scope, note, self.context()
+        ended = await db(end_run)(
+            self.scope,
+            self.agent_run,
+            ending,
+            display=self.display,
+            context=self.context(),
         )
-        if row is not None:
-            await self.publisher.publish(
-                "display_message_saved", {"display_message": display_message_json(row)}
-            )
+        try:
+            for event, data in ended.events():
+                await self.publisher.publish(event, data)
+        except Exception:
+            # The run has ended; a client that missed the frames resyncs.
+            logger.exception("Publishing the end of run %s failed", self.run_id)
+        return ending.status
 
     async def _mark_cancelled_cards(self, state: State) -> None:
         """Tool-call cards of the cut-off step end as cancelled."""
@@ -870,84 +860,11 @@ class Turn:
                     {"display_message": display_message_json(row)},
                 )
 
-    async def _finish(
-        self, status: str, error: str, usage: TokenUsage, *, note: bool = False
-    ) -> str:
+    async def _publish_status(self, status: str) -> None:
         assert self.publisher is not None
-        if self.lost:
-            return "lost"
-        if note:
-            await self._synthetic(
-                {
-                    "message_type": "system",
-                    "content_type": "text",
-                    "content": {"text": CANCELLED_TEXT, "kind": "cancelled"},
-                }
-            )
-        cost = cost_of(self.agent, usage)
-        next_run = None
-        for pause in (*ENDING_RETRIES, None):
-            try:
-                next_run = await db(end_run)(
-                    self.scope,
-                    self.agent_run,
-                    status,
-                    error,
-                    usage,
-                    cost,
-                    carry_own=not self.delivered,
-                )
-                break
-            except Exception as exc:
-                if pause is not None:  # a database hiccup: the run must end
-                    await asyncio.sleep(pause)
-                    continue
-                logger.exception("Could not end run %s", self.run_id)
-                # At least the run's own row, or the conversation stays held (the
-                # messages queued on it wait for the next message or a cancel).
-                with contextlib.suppress(Exception):
-                    await db(runs.end_plainly)(self.run_id, status, error)
-                with contextlib.suppress(Exception):
-                    await db(record_failure)(
-                        self.scope,
-                        self.context(),
-                        exc,
-                        kind="state",
-                        operation="finish_run",
-                    )
         await self.publisher.publish(
-            "run_finished",
-            {
-                **self._run_info(),
-                "status": status,
-                "error": error,
-                "usage": usage.to_dict(),
-                "cost": None if cost is None else f"{cost.normalize():f}",
-                # The run of messages queued meanwhile, already created: a client
-                # never sees a moment with neither run active.
-                "next_run_id": str(next_run.pk) if next_run is not None else None,
-            },
+            "status_changed", {"status": status, "run_id": self.run_id}
         )
-        await self._publish_status(_agent_status(status), error=error)
-        await signal(
-            "run_finished",
-            conversation_id=self.conversation_id,
-            run_id=self.run_id,
-            status=status,
-            error=error,
-            usage=usage.to_dict(),
-            cost=cost,
-        )
-        return status
-
-    async def _publish_status(self, status: str, *, error: str = "") -> None:
-        assert self.publisher is not None
-        data: dict[str, Any] = {"status": status, "run_id": self.run_id}
-        if status == "interrupted":
-            data["data"] = self.state.interrupt_data
-        elif status == "error":
-            data["data"] = {"error": error}
-        await self.publisher.publish("status_changed", data)
         await signal(
             "status_changed",
             conversation_id=self.conversation_id,
@@ -957,103 +874,6 @@ class Turn:
 
     def _run_info(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "trigger": self.agent_run.trigger}
-
-
-def end_run(
-    scope: Scope,
-    run: AgentRun,
-    status: str,
-    error: str,
-    usage: TokenUsage,
-    cost: Decimal | None,
-    *,
-    carry_own: bool = False,
-) -> AgentRun | None:
-    """End ``run`` and, in the same transaction, start the run of the messages
-    queued on it (handed to the executor after commit); that run, or None.
-    ``carry_own``: the run ended before its own messages reached the state, so
-    the follow-up takes them first."""
-    with transaction.atomic():
-        # The conversation first, then the run, as add_message takes them: a message
-        # arriving now either queues on this run or starts after the follow-up.
-        conversations = services.conversation_model()._default_manager
-        list(
-            conversations.select_for_update()
-            .filter(pk=run.conversation_id)
-            .values_list("pk", flat=True)
-        )
-        locked = AgentRun.objects.select_for_update().get(pk=run.pk)
-        checkpoints.fold(run.pk)
-        services.finish_run(
-            scope, run.pk, status=status, error=error, usage=usage, cost=cost
-        )
-        follow = start_queued(
-            scope, str(run.conversation_id), locked, carry_own=carry_own
-        )
-        if follow is not None:
-            from .executors import get_executor
-
-            get_executor().submit(str(follow.pk))
-        return follow
-
-
-def start_queued(
-    scope: Scope, conversation_id: str, run: AgentRun, *, carry_own: bool = False
-) -> AgentRun | None:
-    """A run for the messages queued on ``run`` (which has ended), or None; with
-    ``carry_own``, ``run``'s own messages (which never reached the state) first."""
-    meta = run.metadata if isinstance(run.metadata, dict) else {}
-    queued = meta.get("queued") or []
-    if not queued:
-        return None
-    if carry_own:
-        queued = [*(meta.get("messages") or []), *queued]
-    rounds = int(meta.get("round", 0)) + 1
-    follow: dict[str, Any] = {
-        "scope": meta.get("scope"),
-        "filesystem_scope": meta.get("filesystem_scope"),
-        "messages": queued,
-        "round": rounds,
-    }
-    limit = sagents_settings.MAX_QUEUED_ROUNDS
-    with transaction.atomic():
-        try:
-            new = services.begin_run(
-                scope, conversation_id, trigger="queued", queued=True, metadata=follow
-            )
-        except RunConflict:
-            return None  # another run started; the messages stay on this one's row
-        AgentRun.objects.filter(pk=run.pk).update(
-            metadata={**meta, "queued": [], "handed_to": str(new.pk)}
-        )
-        if rounds > limit:
-            # A chain that keeps queueing itself: the messages are kept in the
-            # state, but the agent is not run again.
-            new.metadata = {**follow, "halted": True}
-            new.save(update_fields=["metadata"])
-    return new
-
-
-def build_agent(agent_id: str, scope: Scope, filesystem_scope: Any) -> Agent:
-    path = sagents_settings.FACTORY
-    if path is None:
-        from django.core.exceptions import ImproperlyConfigured
-
-        raise ImproperlyConfigured(
-            "SAGENTS['FACTORY'] is not set: name the agent factory that "
-            "manage.py sagents_setup wrote, e.g. 'myproject.agents.factory.build_agent'"
-        )
-    factory = import_string(path)
-    return factory(agent_id=agent_id, scope=scope, filesystem_scope=filesystem_scope)
-
-
-def cost_of(agent: Agent | None, usage: TokenUsage) -> Decimal | None:
-    """The run's cost; None when its model has no price (``runtime.usage``)."""
-    if agent is None:
-        return Decimal(0)
-    from .usage import cost_of as model_cost
-
-    return model_cost(agent.model.name, usage)
 
 
 def snapshot(state: State) -> dict[str, Any]:
@@ -1069,8 +889,3 @@ def snapshot(state: State) -> dict[str, Any]:
 
 def _filesystem_scope(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
-
-
-def _agent_status(run_status: str) -> str:
-    """A run's end as the agent's status (Sagents: completed is idle again)."""
-    return "idle" if run_status == "completed" else run_status

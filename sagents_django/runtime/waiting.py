@@ -5,7 +5,7 @@ The database is the truth, so the waiter reads the run's row, first every few
 milliseconds and then less often. That works the same for every executor (an
 inline turn on this process's runtime loop, a Celery worker on another machine) and
 every channel layer, none included. A run that ended with messages queued on it
-names the run that answers them (``metadata["handed_to"]``, written in the same
+names the run that answers them (``AgentRun.next_run``, written in the same
 transaction that ended it); ``follow=True`` waits for that one too, and for its own
 follow-up, to the end of the chain.
 
@@ -188,8 +188,7 @@ def _look(pk: Any, run_id: str, followed: list[str]) -> RunOutcome | None:
 
 
 def _outcome(run: AgentRun, followed: list[str]) -> RunOutcome:
-    meta = run.metadata if isinstance(run.metadata, dict) else {}
-    handed = meta.get("handed_to")
+    handed = str(run.next_run_id) if run.next_run_id is not None else None
     interrupt = None
     if run.status == "interrupted":
         interrupt = (

@@ -105,5 +105,9 @@ class Chat:
         return str(sagents_settings.DOUBLE_TEXT)
 
     @property
+    def while_approval_pending(self) -> str:
+        return str(sagents_settings.WHILE_APPROVAL_PENDING)
+
+    @property
     def title(self) -> str:
         return str(self.conversation.title or "")

@@ -3,6 +3,7 @@
 One form answers every action request of an interrupt together (the core resumes
 with one decision per request). The decisions go through ``agent_server.resume``:
 the first answer wins, a second one (another tab, the inbox) is told it came late.
+The form's Dismiss button abandons the request instead (``agent_server.dismiss``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ def decide(request: HttpRequest, conversation_id: str) -> HttpResponse:
     scope, found = owned(request, conversation_id)
     requests = approvals.pending_for(scope, found.pk)
     back = request.POST.get("next", "")
+    if request.POST.get("action") == "dismiss":
+        try:
+            agent_server.dismiss(scope, found.pk)
+        except (Conflict, RunConflict):
+            return _answer(request, found, back, error="Someone already answered this.")
+        return _answer(request, found, back)
     try:
         decisions = approvals.decisions_from_post(request.POST, len(requests))
         agent_server.resume(scope, found.pk, decisions)

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_safe
 from sagents_django.admin.presentation import pretty_json, pretty_state
 from sagents_django.models import AgentRun
 from sagents_django.runtime import agent_server
-from sagents_django.runtime.turn import build_agent
+from sagents_django.runtime.agents import build_agent
 from sagents_django.security import csp
 
 from .common import owned

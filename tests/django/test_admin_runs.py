@@ -308,6 +308,7 @@ def test_staff_who_may_only_view_runs_get_no_actions_and_cannot_post_one(
         ("cancel_runs", "not running (completed)"),
         ("resume_approve_all", "nothing to resume (completed)"),
         ("resume_reject_all", "nothing to resume (completed)"),
+        ("dismiss_approvals", "nothing to dismiss (completed)"),
         ("rerun_failed", "not failed (completed)"),
     ],
 )
@@ -509,6 +510,27 @@ async def test_reject_all_resumes_with_the_call_refused(
     assert resumed.status == "completed"
     tool_messages = [m for m in runtime.last_request.messages if m["role"] == "tool"]
     assert tool_messages and "reject" in str(tool_messages[-1]["content"]).lower()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_dismiss_abandons_the_pending_approval_and_frees_the_conversation(
+    runtime: Any, operator: Client
+) -> None:
+    runtime.script(write_file_call(), reply("No file then."))
+    scope, conversation = await asetup()
+    await agent_server.aadd_message(scope, conversation.pk, "Write it")
+    await finished()
+    [interrupted] = await aruns_of(conversation)
+
+    [line] = await aact(operator, "dismiss_approvals", [interrupted])
+
+    assert line.endswith("approval dismissed.")
+    assert await agent_server.aget_status(scope, conversation.pk) == "idle"
+    [again] = await aact(operator, "dismiss_approvals", [interrupted])
+    assert again.endswith("a later run (completed) followed it.")
+    await agent_server.aadd_message(scope, conversation.pk, "Fine")
+    await finished()
+    assert (await aruns_of(conversation))[-1].status == "completed"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -27,6 +27,7 @@ from sagents_django import services
 from sagents_django.core.testing import ScriptedModel
 from sagents_django.exceptions import Conflict, NotFound
 from sagents_django.models import StoredFile
+from sagents_django.runtime import agent_server
 from sagents_django.runtime.executors import wait_inline
 from sagents_django.scope import Scope
 from tests.fakes.openai_server import FakeOpenAIServer, fault, reply, tool_call
@@ -121,24 +122,50 @@ def test_an_approval_pause_is_stored_and_resumed_in_a_new_session(
     ]
 
 
-def test_a_message_while_an_approval_waits_is_refused_and_saves_nothing(
+def test_a_message_while_an_approval_waits_is_held_and_answered_after_it(
     fake_model: FakeOpenAIServer,
     scope: Scope,
     conversation: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(factory, "INTERRUPT_ON", {"write_todos": True})
-    fake_model.script(reply(tool_calls=[PLAN]))
+    fake_model.script(reply(tool_calls=[PLAN]), reply("Planned."), reply("Hello!"))
     session = start_conversation_session(conversation.pk, scope=scope)
     session.run_turn("Plan our offsite")
     before = conversations.load_agent_state(scope, conversation.pk)
 
-    with pytest.raises(Conflict, match="waits for decisions"):
-        session.run_turn("Hello?")
+    held = session.run_turn("Hello?")
 
+    # Held on the pause: the state and its approval are untouched, nothing ran.
+    assert held.status == "interrupted"
     assert conversations.load_agent_state(scope, conversation.pk) == before
-    assert len(display(scope, conversation)) == 2
     assert len(fake_model.requests) == 1
+    result = session.resume([{"type": "approve"}])
+    assert result.status == "completed"
+    session.wait_run(agent_server.get_info(scope, conversation.pk)["run_id"])
+    assert [m["content"] for m in fake_model.requests[2].messages][-1] == "Hello?"
+
+
+def test_dismiss_abandons_the_approval_and_answers_what_was_held(
+    fake_model: FakeOpenAIServer,
+    scope: Scope,
+    conversation: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(factory, "INTERRUPT_ON", {"write_todos": True})
+    fake_model.script(reply(tool_calls=[PLAN]), reply("No plan then."))
+    session = start_conversation_session(conversation.pk, scope=scope)
+    session.run_turn("Plan our offsite")
+    session.run_turn("Actually, skip it")
+
+    result = session.dismiss()
+
+    assert result is not None and result.status == "completed"
+    assert result.last_message is not None
+    assert result.last_message.text == "No plan then."
+    assert conversations.load_todos(scope, conversation.pk) == []
+    with pytest.raises(Conflict, match="no approval is pending"):
+        session.dismiss()
 
 
 def test_a_failing_model_ends_the_turn_with_its_error_and_keeps_the_message(

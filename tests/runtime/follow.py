@@ -11,7 +11,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 
 from sagents_django import services
-from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
+from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun, DisplayMessage
 from sagents_django.runtime import agent_server
 from sagents_django.runtime.executors import wait_inline
 from sagents_django.scope import Scope
@@ -96,3 +96,15 @@ async def new_conversation(name: str = "alice") -> tuple[Scope, Any]:
     scope = await sync_to_async(make_scope)(name)
     conversation = await sync_to_async(services.create_conversation)(scope)
     return scope, conversation
+
+
+async def rows_of(conversation: Any) -> list[DisplayMessage]:
+    return await sync_to_async(list)(
+        DisplayMessage.objects.filter(conversation=conversation.pk).order_by("pk")
+    )
+
+
+async def runs_of(conversation: Any) -> list[AgentRun]:
+    return await sync_to_async(list)(
+        AgentRun.objects.filter(conversation=conversation.pk).order_by("created_at")
+    )

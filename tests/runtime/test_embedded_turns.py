@@ -94,6 +94,7 @@ async def test_cancel_mid_stream_keeps_the_partial_text(site: Any) -> None:
     assert rows[-1].content["text"] == "Agent execution cancelled."
     partial = [r for r in rows if r.message_type == "assistant"]
     assert partial and 0 < len(partial[0].content["text"]) < len("word " * 200)
+    assert partial[0].status == "cancelled"
     assert await agent_server.aget_status(scope, conversation.pk) == "cancelled"
     assert not await agent_server.acancel(scope, conversation.pk)
 
@@ -106,6 +107,7 @@ async def test_an_approval_pauses_and_a_resume_finishes_it(site: Any) -> None:
             ]
         ),
         reply("Written."),
+        reply("Hello!"),
     )
     scope, conversation = await new_conversation()
     follower = await follow(scope, conversation.pk)
@@ -113,13 +115,16 @@ async def test_an_approval_pauses_and_a_resume_finishes_it(site: Any) -> None:
     first = await follower.until("run_finished")
     assert first["data"]["status"] == "interrupted"
     assert await agent_server.aget_status(scope, conversation.pk) == "interrupted"
-    with pytest.raises(Conflict):
-        await agent_server.aadd_message(scope, conversation.pk, "hello?")
+    held = await agent_server.aadd_message(scope, conversation.pk, "hello?")
+    assert held.held and held.run_id == first["data"]["run_id"]
 
     await agent_server.aresume(scope, conversation.pk, [{"type": "approve"}])
     second = await follower.until("run_finished")
+    third = await follower.until("run_finished")
 
     assert second["data"]["status"] == "completed"
+    assert third["data"]["run_id"] == second["data"]["next_run_id"]
+    assert third["data"]["status"] == "completed"
     with pytest.raises(Conflict):
         await agent_server.aresume(scope, conversation.pk, [{"type": "approve"}])
 

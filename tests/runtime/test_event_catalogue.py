@@ -2,7 +2,8 @@
 
 The names are read from the source: the first string argument of every call to
 ``publish`` / ``emit`` / ``_send`` / ``after_commit`` (a variable name, as in a
-forwarding call, is not a new event)."""
+forwarding call, is not a new event), and the ``(name, data)`` pairs a function
+named ``events`` builds (a run's ending, ``runtime.ending.Ended.events``)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,19 @@ CALLS = {"publish", "emit", "_send", "after_commit"}
 def published_names() -> dict[str, str]:
     found: dict[str, str] = {}
     for path in PACKAGE.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if isinstance(function, ast.FunctionDef) and function.name == "events":
+                for pair in ast.walk(function):
+                    if (
+                        isinstance(pair, ast.Tuple)
+                        and len(pair.elts) == 2
+                        and isinstance(pair.elts[0], ast.Constant)
+                        and isinstance(pair.elts[0].value, str)
+                    ):
+                        where = f"{path.name}:{pair.lineno}"
+                        found.setdefault(pair.elts[0].value, where)
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func

@@ -269,6 +269,7 @@ async def test_an_approval_is_resumed_over_the_socket_and_a_second_resume_confli
             ]
         ),
         reply("Written."),
+        reply("Hello!"),
     )
     scope, conversation = await new_conversation()
     cid = str(conversation.pk)
@@ -300,7 +301,9 @@ async def test_an_approval_is_resumed_over_the_socket_and_a_second_resume_confli
     ]
     requests = interrupted[0]["data"]["data"]["action_requests"]
     assert [r["tool_name"] for r in requests] == ["write_file"]
-    assert waiting["error"]["code"] == "conflict"
+    # Held on the paused run, answered after the decision.
+    assert waiting["ok"] and waiting["queued"]
+    assert waiting["run_id"] == paused["data"]["run_id"]
     assert resumed["ok"] and resumed["run_id"]
     assert finished["data"]["status"] == "completed"
     assert second["ok"] is False and second["error"]["code"] == "conflict"

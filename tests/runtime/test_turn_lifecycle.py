@@ -10,11 +10,11 @@ from asgiref.sync import sync_to_async
 from django.db import OperationalError, connection
 
 from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
-from sagents_django.models import AgentRun, DisplayMessage
+from sagents_django.models import AgentRun
 from sagents_django.runtime import agent_server
 from tests.fakes.openai_server import fault, reply, tool_call
 from tests.runtime import follow as follow_module
-from tests.runtime.follow import follow, new_conversation
+from tests.runtime.follow import follow, new_conversation, rows_of, runs_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,18 +26,6 @@ SLOW = {"chunks": 20, "delay": 0.03}
 
 def with_policy(settings: Any, policy: str) -> None:
     settings.SAGENTS = {**settings.SAGENTS, "DOUBLE_TEXT": policy}
-
-
-async def rows_of(conversation: Any) -> list[DisplayMessage]:
-    return await sync_to_async(list)(
-        DisplayMessage.objects.filter(conversation=conversation.pk).order_by("pk")
-    )
-
-
-async def runs_of(conversation: Any) -> list[AgentRun]:
-    return await sync_to_async(list)(
-        AgentRun.objects.filter(conversation=conversation.pk).order_by("created_at")
-    )
 
 
 # Double texting -----------------------------------------------------------------
@@ -245,6 +233,23 @@ async def test_a_failing_provider_ends_the_run_with_an_error_row_and_event(
     assert (await follower.until("run_finished"))["data"]["status"] == "completed"
 
 
+async def test_a_reply_cut_off_mid_stream_is_stored_as_cut_off(site: Any) -> None:
+    site.script(fault.drop(reply("Half a thought", chunks=4)))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+
+    await agent_server.aadd_message(scope, conversation.pk, "hi")
+    await follower.until("run_finished")
+
+    [partial] = [
+        r
+        for r in await rows_of(conversation)
+        if r.message_type == "assistant" and r.content_type == "text"
+    ]
+    assert partial.content["text"] and partial.status == "stream_error"
+    assert partial.metadata["stop_reason"] == "stream_error"
+
+
 # Approvals ----------------------------------------------------------------------
 async def test_two_racing_approvals_one_wins_the_other_gets_a_conflict(
     site: Any,
@@ -343,9 +348,9 @@ async def test_a_run_whose_ending_fails_still_frees_its_conversation(
     finally:
         await sync_to_async(wrapper.__exit__)(None, None, None)
 
-    # The first try and three retries, each tried once more on a checked
-    # connection by the runtime's database calls.
-    assert len(failed) == 8
+    # The first try and three retries (runtime.ending.RETRIES), then the run's
+    # row alone.
+    assert len(failed) == 4
     assert finished["data"]["status"] == "completed"
     run = await AgentRun.objects.aget(pk=submission.run_id)
     assert run.status == "completed"
