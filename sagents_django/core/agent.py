@@ -9,6 +9,7 @@ decisions, a state that waits for decisions passed to ``execute``) raises.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
@@ -36,6 +37,8 @@ from .openai_format import messages_from_openai
 from .review import normalize_decisions, resume_hitl
 from .state import State
 from .tools import Tool
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_RUNS = 50
 _NOT_RESUMING: Any = object()
@@ -155,6 +158,9 @@ class Agent:
         self.review_entries = [
             e for e in hooks if e.middleware.overrides("review_tool_calls")
         ]
+        self.turn_end_entries = [
+            e for e in reversed(hooks) if e.middleware.overrides("on_turn_end")
+        ]
 
     @classmethod
     def new(cls, **options: Any) -> Agent:
@@ -230,14 +236,34 @@ class Agent:
             return execution.callbacks.fire("on_agent_event", execution, name, data)
 
         with events.event_handlers(on_event):
+            result: AgentResult | None = None
             try:
                 if decisions is not _NOT_RESUMING:
-                    paused = await self._offer_resume(execution, decisions)
-                    if paused is not None:
-                        return paused
-                return await self.mode.run(execution)
+                    result = await self._offer_resume(execution, decisions)
+                if result is None:
+                    result = await self.mode.run(execution)
             finally:
-                await events.drain()
+                try:
+                    await self._end_turn(execution, result)
+                finally:
+                    await events.drain()
+            return result
+
+    async def _end_turn(self, execution: Execution, result: AgentResult | None) -> None:
+        """Run the ``on_turn_end`` hooks, whatever ended the turn (``result`` is None
+        when it raised); the state they return becomes the result's."""
+        state = execution.state if result is None else result.state
+        for entry in self.turn_end_entries:
+            try:
+                outcome = await call_hook(entry.middleware.on_turn_end, state)
+            except Exception:
+                logger.exception("Middleware %s failed in on_turn_end", entry.id)
+                continue
+            if isinstance(outcome, State):
+                state = outcome
+        execution.state = state
+        if result is not None:
+            result.state = state
 
     async def aresume(
         self,

@@ -20,6 +20,7 @@ from sagents_django.core import (
     ConfigurationError,
     Interrupt,
     InvalidResume,
+    LLMError,
     Message,
     Middleware,
     State,
@@ -304,6 +305,67 @@ async def test_a_hook_that_returns_something_other_than_a_state_ends_the_turn_as
     assert result.status == "error"
     assert "NoneType" in result.error and "before_model" in result.error
     assert model.requests == []
+
+
+class EndsTurn(Middleware):
+    """Records each on_turn_end and leaves a mark in the state's metadata."""
+
+    def __init__(self, *, log: list[str], name: str) -> None:
+        super().__init__()
+        self.log = log
+        self.name = name
+
+    async def on_turn_end(self, state: State) -> State:
+        self.log.append(self.name)
+        return state.put_metadata(self.name, len(state.messages))
+
+
+class BreaksAtTheEnd(Middleware):
+    def on_turn_end(self, state: State) -> State:
+        raise RuntimeError("the end hook broke")
+
+
+@pytest.mark.parametrize(
+    ("replies", "status"),
+    [(["Done"], "completed"), ([LLMError("provider down")], "error")],
+)
+async def test_on_turn_end_runs_once_in_reverse_order_and_its_state_is_the_results(
+    replies: list[Any], status: str
+) -> None:
+    log: list[str] = []
+    agent = Agent(
+        replace_default_middleware=True,
+        model=ScriptedModel(replies),
+        middleware=[
+            (EndsTurn, {"log": log, "name": "first", "id": "first"}),
+            BreaksAtTheEnd,
+            (EndsTurn, {"log": log, "name": "last", "id": "last"}),
+        ],
+    )
+
+    result = await agent.aexecute(["Hi"])
+
+    assert result.status == status
+    assert log == ["last", "first"]  # the one that raised in between was skipped
+    expected = len(result.state.messages)
+    assert result.state.metadata == {"last": expected, "first": expected}
+
+
+async def test_on_turn_end_runs_when_the_turn_is_cancelled() -> None:
+    log: list[str] = []
+    token = CancelToken()
+    token.cancel()
+    agent = Agent(
+        replace_default_middleware=True,
+        model=ScriptedModel([]),
+        middleware=[(EndsTurn, {"log": log, "name": "end"})],
+    )
+
+    result = await agent.aexecute(["Hi"], cancel=token)
+
+    assert result.status == "cancelled"
+    assert log == ["end"]
+    assert result.state.metadata == {"end": 1}
 
 
 async def test_after_model_returning_interrupt_ends_the_turn_interrupted_with_its_data():

@@ -16,6 +16,8 @@ from sagents_django.core import (
     LLMError,
     Message,
     State,
+    SubAgent,
+    SubAgentConfig,
     Tool,
     ToolCall,
 )
@@ -95,6 +97,51 @@ class SlowModel:
             yield delta
 
 
+class GatedModel:
+    """A title model that answers ``text`` once ``gate`` is set."""
+
+    max_retries = 0
+    name = "gated"
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.gate = asyncio.Event()
+        self.requests: list[ModelRequest] = []
+        self.cancelled = 0
+
+    def request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ModelRequest:
+        return ModelRequest(model_name=self.name, messages=messages, tools=tools)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
+        self.requests.append(request)
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        for delta in message_deltas(Message.assistant(self.text)):
+            yield delta
+
+
+def debug_actions(events: Events) -> list[str]:
+    return [
+        data["data"]["action"]
+        for name, data in events
+        if name == "debug" and data.get("event") == "middleware_action"
+    ]
+
+
+def title_tasks() -> list[asyncio.Task[Any]]:
+    """Title calls still running anywhere on this loop."""
+    return [
+        t
+        for t in asyncio.all_tasks()
+        if not t.done() and "_generate" in repr(t.get_coro())
+    ]
+
+
 # Through the fake provider -----------------------------------------------------------
 
 
@@ -145,6 +192,30 @@ async def test_a_failing_title_model_changes_nothing_and_the_turn_completes(
     assert "conversation_title" not in result.state.metadata
     assert title_events(events) == []
     assert any("Title generation failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_stalled_title_model_is_cancelled_when_the_reply_is_done(
+    chat_model: ChatModel, fake_llm: FakeOpenAIServer
+) -> None:
+    routed(fake_llm, title=fault.stall(), main=reply("Hello!"))
+    agent = title_agent(chat_model, (ConversationTitle, {"turn_end_grace": 0}))
+
+    result, events = await execute(agent, ["Hi there"])
+
+    # The turn completed while the title call was still blocked; that call was
+    # cancelled with it (its connection closed), so nothing outlives the turn.
+    assert result.status == "completed", result.error
+    assert result.last_message.text == "Hello!"
+    assert "conversation_title" not in result.state.metadata
+    assert title_events(events) == []
+    assert debug_actions(events) == [
+        "title_generation_started",
+        "title_generation_cancelled",
+    ]
+    assert title_tasks() == []
+    title_request = next(r for r in fake_llm.requests if is_title_request(r.json))
+    assert await asyncio.to_thread(title_request.done.wait, 5)
+    assert title_request.outcome == "client_disconnected"
 
 
 # In process --------------------------------------------------------------------------
@@ -289,28 +360,160 @@ async def test_an_empty_title_changes_nothing(answer: str) -> None:
     assert title_events(events) == []
 
 
-async def test_a_title_that_arrives_after_a_failed_turn_is_used_by_the_next_turn() -> (
-    None
-):
-    title_model = ScriptedModel(["Late title"])
+async def test_a_title_that_comes_while_a_turn_fails_is_kept_in_its_state() -> None:
+    title_model = ScriptedModel(["Early title"])
     agent = title_agent(
-        ScriptedModel([LLMError("provider down"), "Back up."]),
+        ScriptedModel([LLMError("provider down")]),
         (ConversationTitle, {"chat_model": title_model}),
     )
 
-    failed, _ = await execute(agent, ["Hello"])
+    failed, events = await execute(agent, ["Hello"])
+
     assert failed.status == "error"
-    for _ in range(200):  # the title call goes on after the turn ended
-        if title_model.requests:
-            break
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.01)
-    result, events = await execute(agent, failed.state)
+    assert failed.state.metadata["conversation_title"] == "Early title"
+    assert [e["title"] for e in title_events(events)] == ["Early title"]
+
+
+async def test_a_blocked_title_call_holds_up_neither_the_reply_nor_its_tools() -> None:
+    title_model = GatedModel("Unblocked title")
+    order: list[str] = []
+
+    def release(args: dict[str, Any], ctx: Any) -> str:
+        order.append("tool ran")
+        title_model.gate.set()  # only a tool of this turn can unblock the title
+        return "released"
+
+    agent = Agent(
+        model=ScriptedModel(
+            [
+                Message.assistant(tool_calls=[ToolCall(call_id="1", name="release")]),
+                "Done",
+            ]
+        ),
+        tools=[Tool(name="release", description="Release.", function=release)],
+        middleware=[(ConversationTitle, {"chat_model": title_model})],
+        replace_default_middleware=True,
+    )
+    events: Events = []
+
+    def on_event(ex: Any, name: str, data: dict[str, Any]) -> None:
+        events.append((name, data))
+        if name == "conversation_title_generated":
+            order.append("title")
+
+    result = await agent.aexecute(
+        ["Go"],
+        callbacks=[
+            {
+                "on_llm_new_message": lambda ex, message: order.append("reply"),
+                "on_agent_event": on_event,
+            }
+        ],
+    )
 
     assert result.status == "completed", result.error
-    assert result.state.metadata["conversation_title"] == "Late title"
+    assert order[:2] == ["reply", "tool ran"]  # the tool did not wait for the title
+    assert order.count("title") == 1 and order.index("title") > 1
+    assert result.state.metadata["conversation_title"] == "Unblocked title"
+    assert (len(title_model.requests), title_model.cancelled) == (1, 0)
+    assert title_events(events) == [
+        {"title": "Unblocked title", "agent_id": agent.agent_id}
+    ]
+    assert title_tasks() == []
+
+
+async def test_a_title_pending_when_the_turn_ends_is_cancelled_and_asked_again() -> (
+    None
+):
+    title_model = GatedModel("Second try")
+
+    async def until_title_asked(args: dict[str, Any], ctx: Any) -> str:
+        while not title_model.requests:
+            await asyncio.sleep(0)
+        return "asked"
+
+    agent = Agent(
+        model=ScriptedModel(
+            [Message.assistant(tool_calls=[ToolCall(call_id="1", name="wait")]), "One"]
+        ),
+        tools=[Tool(name="wait", description="Wait.", function=until_title_asked)],
+        middleware=[
+            (ConversationTitle, {"chat_model": title_model, "turn_end_grace": 0})
+        ],
+        replace_default_middleware=True,
+    )
+
+    first, first_events = await execute(agent, ["Hello"])
+
+    assert first.status == "completed", first.error
+    assert (len(title_model.requests), title_model.cancelled) == (1, 1)
+    assert "conversation_title" not in first.state.metadata
+    assert title_events(first_events) == []
+    assert title_tasks() == []
+
+    title_model.gate.set()
+    agent = title_agent(
+        ScriptedModel(["Two"]), (ConversationTitle, {"chat_model": title_model})
+    )
+    second, second_events = await execute(
+        agent, first.state.add_message(Message.user("More"))
+    )
+
+    assert second.state.metadata["conversation_title"] == "Second try"
+    assert len(title_model.requests) == 2
+    assert [e["title"] for e in title_events(second_events)] == ["Second try"]
+
+
+async def test_sub_agents_generate_no_title_of_their_own() -> None:
+    title_model = ScriptedModel(["Parent title", "Sub title", "Other sub title"])
+    researcher = SubAgentConfig(
+        name="researcher",
+        description="Researches.",
+        middleware=[(ConversationTitle, {"chat_model": title_model})],
+    )
+
+    def task(call_id: str, subagent_type: str) -> Message:
+        arguments = {"instructions": "Look it up", "subagent_type": subagent_type}
+        return Message.assistant(
+            tool_calls=[ToolCall(call_id=call_id, name="task", arguments=arguments)]
+        )
+
+    agent = Agent(
+        # The general-purpose sub-agent inherits the parent's ConversationTitle; the
+        # researcher lists its own. Both use the parent's scripted model.
+        model=ScriptedModel(
+            [
+                task("1", "general-purpose"),
+                "General answer",
+                task("2", "researcher"),
+                "Research answer",
+                "Final",
+            ]
+        ),
+        middleware=[
+            (ConversationTitle, {"chat_model": title_model}),
+            (SubAgent, {"subagents": [researcher]}),
+        ],
+        replace_default_middleware=True,
+    )
+
+    result, events = await execute(agent, ["Research the tides"])
+
+    assert result.status == "completed", result.error
+    assert [
+        m.tool_results[0].text for m in result.state.messages if m.role == "tool"
+    ] == [
+        "General answer",
+        "Research answer",
+    ]
     assert len(title_model.requests) == 1
-    assert [e["title"] for e in title_events(events)] == ["Late title"]
+    assert result.state.metadata["conversation_title"] == "Parent title"
+    assert title_events(events) == [
+        {"title": "Parent title", "agent_id": agent.agent_id}
+    ]
+    from_subagents = [d for name, d in events if name == "subagent_event"]
+    assert from_subagents  # their progress is forwarded, so a title would be too
+    assert {d["event"] for d in from_subagents} == {"llm_deltas", "llm_message"}
 
 
 async def test_no_title_is_requested_without_a_user_message() -> None:
@@ -341,6 +544,7 @@ def test_the_title_model_defaults_to_the_agents_model_and_fallbacks() -> None:
         "models": ["openai/gpt-4o-mini", "anthropic/claude-3-5-haiku-latest"],
         "metadata_key": "conversation_title",
         "timeout": 30.0,
+        "turn_end_grace": 2.0,
     }
 
 

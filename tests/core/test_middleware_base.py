@@ -234,6 +234,7 @@ def test_the_base_hooks_change_nothing() -> None:
     assert middleware.before_model(state) is state
     assert middleware.after_model(state) is state
     assert middleware.handle_message("hello", state) is state
+    assert middleware.on_turn_end(state) is state
     assert middleware.on_server_start(state) is state
     assert middleware.handle_resume(None, state, {}) is None  # type: ignore[arg-type]
     assert middleware.restorable_interrupt({"type": "any"}) is False

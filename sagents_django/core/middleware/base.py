@@ -25,6 +25,11 @@ Lifecycle (see the reference, 001):
 - ``handle_resume(agent, state, resume_data)``: offered any other pending interrupt
   on ``Agent.aresume``; return None when it is not this middleware's.
 - ``handle_message(message, state)``: a message routed to this middleware by id.
+- ``on_turn_end(state)``: once per ``execute``/``resume``, however it ended (a reply,
+  an interrupt, an error, a cancel, an exception), in reverse stack order: settle what
+  the middleware started in the background (collect it or cancel it; never wait on
+  the outside world). The state it returns is the result's; a hook that raises is
+  logged and skipped (the turn's outcome is already decided).
 - ``on_server_start(state)``: a conversation session started or restarted.
 - ``restorable_interrupt(data)``: may this middleware resume ``data`` after a restart?
 - ``debug_summary()``: a small view of the configuration for the inspector.
@@ -132,6 +137,9 @@ class Middleware:
         return None
 
     def handle_message(self, message: Any, state: State) -> MaybeAwaitable[State]:
+        return state
+
+    def on_turn_end(self, state: State) -> MaybeAwaitable[State]:
         return state
 
     def on_server_start(self, state: State) -> MaybeAwaitable[State]:

@@ -1,19 +1,32 @@
 """ConversationTitle: name a conversation after its opening request, in parallel.
 
-Why two hooks: Sagents starts the title call in ``before_model`` so that it runs while
-the main model answers (and its tools run), and the title shows early. Here the turn
-is one coroutine rather than a resident process, so ``before_model`` starts an asyncio
-task and ``after_model``, which runs once the main call is done, waits for it (up to
-``timeout``) and stores the title in the state's metadata, then announces
-``conversation_title_generated``. A title is only generated while the metadata has
-none. A failing title model (an error, a timeout, an empty answer) is logged and
-changes nothing: the turn goes on, and the next turn tries again.
+Sagents starts the title call from ``before_model`` in a task that sends its result to
+the resident agent process whenever it comes, so a title never holds up a reply. Here
+the turn is one coroutine, not a resident process, so the title task belongs to the
+turn: ``before_model`` starts it, ``conversation_title_generated`` is announced the
+moment the title comes (even while tools run), and the title is stored in the
+state's metadata by the next hook that finds it done, at the latest ``on_turn_end``.
+
+A title still pending when the turn ends (the reply is complete) is awaited for at
+most ``turn_end_grace`` seconds, then **cancelled**: a title call that started with
+the reply usually lands within that grace, and a slow or stalled title model keeps
+the run open (Stop showing, the next message queued) for that long at most, not for
+its ``timeout``. It is cancelled rather than left running because an event after
+``run_finished`` would reach no one and its title could not be stored. Nothing is
+lost: the metadata still has no title, so the next turn asks again. A failing title
+model (an error, a timeout, an empty answer) is logged and changes nothing either.
+
+Only the conversation's own agent names it: in a sub-agent (the general-purpose one
+inherits the parent's middleware; a configured one may list this middleware) the
+hooks do nothing, since a sub-agent's conversation is thrown away.
 
 Options: ``chat_model`` (a model string, a dict of ChatModel fields or a model; default
 the agent's model, with the agent's fallbacks), ``fallbacks``, ``prompt_template`` (the
 system prompt, replacing the default), ``examples`` (titles whose style to follow),
 ``metadata_key`` (default ``"conversation_title"``, so that several instances with
-their own ``id`` can keep several titles), ``max_length`` and ``timeout``.
+their own ``id`` can keep several titles), ``max_length``, ``timeout`` (seconds
+before the title call is given up) and ``turn_end_grace`` (default 2 seconds; 0
+cancels a pending title as soon as the turn ends).
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ..callbacks import Callbacks
 from ..events import emit
 from ..llm import as_model, call_model
+from ..subagents import subagent_nesting
 from .base import Middleware
 
 if TYPE_CHECKING:
@@ -68,6 +82,7 @@ class ConversationTitle(Middleware):
         metadata_key: str = METADATA_KEY,
         max_length: int = 80,
         timeout: float = 30.0,
+        turn_end_grace: float = 2.0,
     ) -> None:
         super().__init__(
             chat_model=chat_model,
@@ -77,6 +92,7 @@ class ConversationTitle(Middleware):
             metadata_key=metadata_key,
             max_length=max_length,
             timeout=timeout,
+            turn_end_grace=turn_end_grace,
         )
         self.models: list[Any] = []
         if chat_model is not None:
@@ -87,8 +103,9 @@ class ConversationTitle(Middleware):
         self.metadata_key = metadata_key
         self.max_length = max_length
         self.timeout = timeout
+        self.turn_end_grace = turn_end_grace
         self._tasks: dict[str | None, asyncio.Task[str | None]] = {}
-        """Title calls in flight, by agent id (one middleware may serve several)."""
+        """Title tasks not yet stored, by agent id (one middleware may serve several)."""
 
     def attach(self, agent: Agent) -> None:
         if not self.models:
@@ -104,40 +121,46 @@ class ConversationTitle(Middleware):
             "models": [getattr(m, "name", repr(m)) for m in self.models],
             "metadata_key": self.metadata_key,
             "timeout": self.timeout,
+            "turn_end_grace": self.turn_end_grace,
         }
 
     # Hooks ------------------------------------------------------------------------
     async def before_model(self, state: State) -> State:
-        task = self._tasks.get(state.agent_id)
-        if task is not None and not task.done():
-            return state  # still running: the next after_model collects it
-        if task is not None:
-            # Left over from a turn that ended before its after_model (the main call
-            # failed or was cancelled): use its title if it came.
-            title = self._collect(state.agent_id)
-            if title and not state.get_metadata(self.metadata_key):
-                return self._store(state, title)
-        if state.get_metadata(self.metadata_key):
+        if state.agent_id in self._tasks:  # asked once per turn, even if it failed
+            return self._land(state)
+        if state.get_metadata(self.metadata_key) or subagent_nesting():
             return state
         text = last_user_text(state)
         if not text:
             return state
         self._debug("title_generation_started", text[:100])
-        self._tasks[state.agent_id] = asyncio.create_task(self.generate_title(text))
+        self._tasks[state.agent_id] = asyncio.create_task(
+            self._generate(text, state.agent_id)
+        )
         return state
 
     async def after_model(self, state: State) -> State:
+        return self._land(state)  # never waits: the turn goes on
+
+    async def on_turn_end(self, state: State) -> State:
         task = self._tasks.get(state.agent_id)
         if task is None:
             return state
         try:
-            await asyncio.wait_for(asyncio.shield(task), self.timeout)
-        except TimeoutError:
-            task.cancel()
-            self._tasks.pop(state.agent_id, None)
-            self._failed(f"no title after {self.timeout:g} seconds")
-            return state
-        return self._store(state, self._collect(state.agent_id))
+            if not task.done() and self.turn_end_grace > 0:
+                await asyncio.wait([task], timeout=self.turn_end_grace)
+            state = self._land(state)
+        finally:
+            # Also when this wait is itself cancelled: nothing of the turn outlives
+            # it, and the next turn asks again.
+            del self._tasks[state.agent_id]
+            pending = not task.done()
+            if pending:
+                task.cancel()
+                self._debug("title_generation_cancelled", "the turn ended first")
+        if pending:
+            await asyncio.wait([task])  # the cancel lands at the call's next await
+        return state
 
     def handle_message(self, message: Any, state: State) -> State:
         """``("title_generated", title)`` stores a title; ``("title_generation_failed",
@@ -145,22 +168,38 @@ class ConversationTitle(Middleware):
         (what a message looks like after a trip through JSON)."""
         kind, value = _read_message(message)
         if kind == "title_generated" and isinstance(value, str):
-            return self._store(state, self.clean(value) or None)
+            title = self.clean(value)
+            if title:
+                self._announce(title, state.agent_id)
+            return self._store(state, title)
         if kind == "title_generation_failed":
             self._failed(value)
         return state
 
     # Generation -------------------------------------------------------------------
+    async def _generate(self, text: str, agent_id: str | None) -> str | None:
+        """The title task: the title, announced as soon as it comes."""
+        title = await self.generate_title(text)
+        if title:
+            self._announce(title, agent_id)
+        return title
+
     async def generate_title(self, text: str) -> str | None:
         """A cleaned title for ``text``, or None when the title model failed."""
         try:
-            call = await call_model(
-                self.models,
-                self.title_messages(text),
-                [],
-                execution=None,
-                callbacks=Callbacks(),
+            call = await asyncio.wait_for(
+                call_model(
+                    self.models,
+                    self.title_messages(text),
+                    [],
+                    execution=None,
+                    callbacks=Callbacks(),
+                ),
+                self.timeout,
             )
+        except TimeoutError:
+            self._failed(f"no title after {self.timeout:g} seconds")
+            return None
         except Exception as exc:  # the turn must not fail for a title
             self._failed(exc)
             return None
@@ -203,21 +242,26 @@ class ConversationTitle(Middleware):
         return title
 
     # Helpers ----------------------------------------------------------------------
-    def _collect(self, agent_id: str | None) -> str | None:
-        task = self._tasks.pop(agent_id, None)
-        if task is None or task.cancelled():
-            return None
-        return task.result()  # generate_title catches everything: no exception
+    def _land(self, state: State) -> State:
+        """Store the title of this agent's finished task (announced already)."""
+        task = self._tasks.get(state.agent_id)
+        if task is None or not task.done() or task.cancelled():
+            return state
+        title = task.result()  # generate_title catches everything: no exception
+        if state.get_metadata(self.metadata_key) == title:
+            return state
+        return self._store(state, title)
 
     def _store(self, state: State, title: str | None) -> State:
         if not title:
             return state
-        state = state.put_metadata(self.metadata_key, title)
-        data: dict[str, Any] = {"title": title, "agent_id": state.agent_id}
+        return state.put_metadata(self.metadata_key, title)
+
+    def _announce(self, title: str, agent_id: str | None) -> None:
+        data: dict[str, Any] = {"title": title, "agent_id": agent_id}
         if self.metadata_key != METADATA_KEY:
             data["metadata_key"] = self.metadata_key
         emit("conversation_title_generated", data)
-        return state
 
     def _failed(self, reason: Any) -> None:
         logger.warning("Title generation failed (%s): %s", self._name, reason)
