@@ -480,7 +480,7 @@ class Ours:
     def turn(self, size: int, *, profilers: Any = None) -> dict[str, Any]:
         """One timed turn: per-step wall and CPU seconds, and its SQL counts."""
         from sagents_django.runtime.loop import submit
-        from sagents_django.runtime.turn import run_turn
+        from sagents_django.runtime.runner import run_turn
 
         run_id = self.queue_turn(size)
         gc.collect()
@@ -540,7 +540,7 @@ class Ours:
         from sagents_django.core.serialization import deserialize_server_state
         from sagents_django.runtime import runs
         from sagents_django.runtime.checkpoints import Checkpoints
-        from sagents_django.runtime.turn import worker_name
+        from sagents_django.runtime.tenure import worker_name
 
         conversation = self.conversation(size)
         run = services.begin_run(self.scope, conversation.pk, queued=True, metadata={})

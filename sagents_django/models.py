@@ -157,6 +157,15 @@ class DisplayMessage(models.Model):
     """For tool calls and results: the call id, so lifecycle updates find the row."""
     metadata = models.JSONField(default=dict, blank=True)
     inserted_at = models.DateTimeField(auto_now_add=True)
+    run = models.ForeignKey(
+        "AgentRun",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="display_messages",
+    )
+    """The run that wrote the row, or (a person's message) the run that answers it;
+    None for rows of no run (a message waiting for its run, an older row)."""
 
     class Meta:
         db_table = "sagents_display_messages"

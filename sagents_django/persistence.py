@@ -169,6 +169,8 @@ class DjangoDisplayMessagePersistence:
             items = display_rows(message)
             if not items:
                 return []
+            if context.run_id:
+                items = [{**item, "run_id": context.run_id} for item in items]
             with isolated():
                 return services.append_display_messages(
                     scope, context.conversation_id, items
@@ -246,7 +248,9 @@ class DjangoDisplayMessagePersistence:
         return self._guarded(
             scope,
             lambda: services.append_display_messages(
-                scope, context.conversation_id, [message]
+                scope,
+                context.conversation_id,
+                [{**message, "run_id": context.run_id} if context.run_id else message],
             )[0],
             "save a synthetic message",
             context,

@@ -39,7 +39,7 @@ except ImportError as exc:
 def run_agent_turn(run_id: str) -> str | None:
     """Run the queued run ``run_id``; its final status (None: already taken)."""
     from sagents_django.runtime import loop
-    from sagents_django.runtime.turn import run_turn
+    from sagents_django.runtime.runner import run_turn
 
     return loop.submit(run_turn(str(run_id))).result()
 

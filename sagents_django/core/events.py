@@ -28,7 +28,8 @@ DISPLAY_MESSAGE = (
     '{"id": str, "conversation_id": str, "message_type": "user|assistant|tool|system", '
     '"content_type": "text|thinking|tool_call|tool_result|error|todo_snapshot|...", '
     '"content": {...}, "sequence": int, "status": "completed|pending|executing|'
-    'failed|interrupted|cancelled|...", "metadata": {...}, "inserted_at": iso8601}'
+    'failed|interrupted|cancelled|...", "metadata": {...}, "inserted_at": iso8601, '
+    '"run_id": str|null}'
 )
 """The JSON of one display-message row (``runtime.publisher.display_message_json``),
 as ``display_message_saved``, ``display_message_updated`` and ``message_queued``

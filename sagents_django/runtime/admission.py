@@ -124,36 +124,39 @@ def _add_message(
             # The site's policy: a new message dismisses the pending approval (the
             # transcript says so before the message).
             dismissing = _abandon(scope, pk, paused, reason="A new message")
+        holder = active or paused
+        run = None
+        if holder is None and dismissing is None:
+            request = RunRequest(
+                scope=scope.to_dict(), filesystem_scope=_json_scope(filesystem_scope)
+            )
+            run = _begin(scope, pk, "message", request)
         row = services.append_text_message(
             scope,
             pk,
             "user",
             text,
             metadata={**extra, "queued": active is not None or hold},
+            run_id=run.pk if run is not None else None,
         )
         message = QueuedMessage(text=text, metadata=extra, display_ids=(row.pk,))
         ids = [str(row.pk)]
         row_json = display_message_json(row)
         after_commit(pk, "display_message_saved", {"display_message": row_json})
-        waiting_on = active or paused
+        answering = run or holder
         signal_after_commit(
             "message_received",
             conversation_id=str(pk),
-            run_id=str(waiting_on.pk) if waiting_on is not None else None,
+            run_id=str(answering.pk) if answering is not None else None,
             display_message_ids=[row.pk],
         )
         if dismissing is not None:
             _save_request(dismissing, RunRequest.of(dismissing).with_queued(message))
             return Submission(_end_dismissal(scope, pk, dismissing), False, ids)
-        holder = active or paused
-        if holder is None:
-            request = RunRequest(
-                scope=scope.to_dict(),
-                filesystem_scope=_json_scope(filesystem_scope),
-                messages=(message,),
-            )
-            run = _begin(scope, pk, "message", request)
+        if run is not None:
+            _save_request(run, replace(RunRequest.of(run), messages=(message,)))
             return Submission(str(run.pk), False, ids)
+        assert holder is not None
         _save_request(holder, RunRequest.of(holder).with_queued(message))
         after_commit(
             pk,
@@ -275,6 +278,7 @@ def _abandon(
         "system",
         DISMISSED_TEXT.format(tools=names),
         metadata={"kind": "approval_dismissed", "reason": reason},
+        run_id=run.pk,
     )
     after_commit(
         pk, "display_message_saved", {"display_message": display_message_json(note)}

@@ -35,7 +35,7 @@ from sagents_django import services
 from sagents_django.core import TokenUsage
 from sagents_django.core.persistence import PersistenceContext, SyntheticMessage
 from sagents_django.exceptions import RunConflict
-from sagents_django.models import AgentRun
+from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.persistence import DjangoDisplayMessagePersistence, record_failure
 from sagents_django.scope import Scope
 
@@ -296,6 +296,9 @@ def start_queued(
         metadata=replace(request, queued=()).to_dict(),
         next_run=new,
     )
+    # The messages' rows name the run that answers them from now on.
+    ids = [i for message in follow.messages for i in message.display_ids]
+    DisplayMessage.objects.filter(pk__in=ids, run__isnull=True).update(run=new)
     get_executor().submit(str(new.pk))
     return new
 

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 
 from . import loop
+from .database import db
 from .publisher import publish
 
 logger = logging.getLogger(__name__)
@@ -35,3 +36,8 @@ def signal_after_commit(name: str, **kwargs: Any) -> None:
 
     signal = getattr(signals, name)
     signals.send_after_commit(signal, sender=conversation_model(), **kwargs)
+
+
+async def asignal(name: str, **kwargs: Any) -> None:
+    """``signal_after_commit`` from async code (a turn's loop)."""
+    await db(signal_after_commit)(name, **kwargs)

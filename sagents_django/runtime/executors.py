@@ -6,13 +6,16 @@
   the run commits; a worker's thread waits while the turn runs on that worker's
   runtime loop.
 
-Both run the same ``turn.run_turn``. A run is handed over only after the transaction
-that created it commits, so the executor always finds the run and its message.
+Both run the same ``runner.run_turn``; neither imports it (the runner is above every
+module that submits runs): Celery's task is sent by its name, and the inline
+executor names the runner. A run is handed over only after the transaction that
+created it commits, so the executor always finds the run and its message.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import importlib
 import logging
 import threading
 import time
@@ -23,9 +26,10 @@ from django.db import transaction
 
 from sagents_django.conf import sagents_settings
 
-from . import loop
-
 logger = logging.getLogger(__name__)
+
+
+TASK_NAME = "sagents_django.run_agent_turn"
 
 
 class Executor(Protocol):
@@ -39,7 +43,7 @@ class InlineExecutor:
     """Turns run on this process's runtime loop."""
 
     def submit(self, run_id: str) -> None:
-        transaction.on_commit(lambda: start_inline(run_id))
+        transaction.on_commit(lambda: _runner().start_inline(run_id))
 
     async def asubmit(self, run_id: str) -> None:
         await sync_to_async(self.submit)(run_id)
@@ -49,17 +53,15 @@ _running: set[concurrent.futures.Future[Any]] = set()
 _lock = threading.Lock()
 
 
-def start_inline(run_id: str) -> concurrent.futures.Future[Any]:
-    from . import sweeper
-    from .turn import run_turn
+def _runner() -> Any:
+    return importlib.import_module("sagents_django.runtime.runner")
 
-    sweeper.ensure_running()  # this process picks up the runs a dead one left
 
-    future = loop.submit(run_turn(run_id))
+def track(future: concurrent.futures.Future[Any]) -> None:
+    """Count an inline turn until it ends (``wait_inline``)."""
     with _lock:
         _running.add(future)
     future.add_done_callback(_done)
-    return future
 
 
 def _done(future: concurrent.futures.Future[Any]) -> None:
@@ -86,12 +88,13 @@ def wait_inline(timeout: float | None = None) -> bool:
 
 
 class CeleryExecutor:
-    """Turns run by Celery workers (``sagents_django.tasks.run_agent_turn``)."""
+    """Turns run by Celery workers (the ``sagents_django.run_agent_turn`` task of
+    ``sagents_django.tasks``, sent by its name to the site's Celery app)."""
 
     def submit(self, run_id: str) -> None:
-        from sagents_django.tasks import run_agent_turn
+        from celery import current_app
 
-        run_agent_turn.delay_on_commit(run_id)
+        transaction.on_commit(lambda: current_app.send_task(TASK_NAME, args=(run_id,)))
 
     async def asubmit(self, run_id: str) -> None:
         await sync_to_async(self.submit)(run_id)

@@ -256,4 +256,5 @@ def display_message_json(row: Any) -> dict[str, Any]:
         "status": row.status,
         "metadata": row.metadata,
         "inserted_at": inserted.isoformat() if inserted is not None else None,
+        "run_id": str(row.run_id) if getattr(row, "run_id", None) else None,
     }

@@ -135,7 +135,8 @@ async def _submit(run_id: Any) -> None:
 
 
 async def _end_exhausted(run_id: Any, lease: float, attempts: int) -> bool:
-    from .turn import Turn, worker_name
+    from .tenure import worker_name
+    from .turn import Turn
 
     before = await AgentRun.objects.filter(pk=run_id).values("lease_owner").afirst()
     run = await db(runs.claim_exhausted)(

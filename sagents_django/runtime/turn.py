@@ -24,11 +24,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
-import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from django.db import transaction
 from django.utils.module_loading import import_string
@@ -43,16 +40,13 @@ from sagents_django.core import (
     InvalidResume,
     Message,
     State,
-    TokenUsage,
 )
-from sagents_django.core.approvals import interrupt_from_dict
 from sagents_django.core.exceptions import LLMError
 from sagents_django.core.middleware.base import call_hook
 from sagents_django.core.middleware.patch_tool_calls import patch_dangling_tool_calls
 from sagents_django.core.persistence import (
     Lifecycle,
     PersistenceContext,
-    ToolInfo,
 )
 from sagents_django.core.serialization import (
     deserialize_server_state,
@@ -62,21 +56,21 @@ from sagents_django.models import AgentRun
 from sagents_django.persistence import (
     DjangoAgentPersistence,
     DjangoDisplayMessagePersistence,
-    display_callbacks,
-    display_rows,
     record_failure,
 )
 from sagents_django.scope import Scope, scope_class
 
-from . import checkpoints, control, draining, events_out, runs
+from . import checkpoints, control, draining, runs
 from .agents import build_agent, cost_of
 from .checkpoints import Checkpoints
-from .database import db, reconnect
+from .database import db
 from .ending import Ending, end_run
+from .events_out import asignal
 from .journal import DatabaseJournal
 from .publisher import Publisher, display_message_json
+from .recorder import Recorder
 from .requests import RunRequest
-from .tracing import traced
+from .tenure import Tenure
 
 logger = logging.getLogger(__name__)
 
@@ -93,89 +87,43 @@ NOT_SAVED = (
 )
 
 
+Start = Literal["fresh", "continuing", "ended_saved"]
+"""Where an attempt starts: the run's request on the stored state; a takeover going
+on from the last checkpoint of the attempt before (whose messages reached it); or a
+takeover of a run whose whole state was saved (only its ending was lost)."""
+
+
 class QueueLimit(Exception):
     """Queued messages started too many turns in a row."""
 
 
-def worker_name() -> str:
-    """Who holds a run: host, process and a per-process token."""
-    return f"{socket.gethostname()}:{os.getpid()}:{_TOKEN}"
-
-
-_TOKEN = uuid.uuid4().hex[:8]
-
-
-async def signal(name: str, **kwargs: Any) -> None:
-    """Send a lifecycle signal (after commit) from the turn's loop."""
-    await db(events_out.signal_after_commit)(name, **kwargs)
-
-
-async def run_turn(run_id: str) -> str | None:
-    """Run the run ``run_id`` (queued, or taken over from a worker that died); its
-    final status, or None when this delivery found it held by a living worker or
-    finished (nothing is done then)."""
-    if draining.is_draining():
-        # A deploy stops this worker: another one takes the run.
-        if sagents_settings.EXECUTOR == "celery":
-            from .executors import CeleryExecutor
-
-            await CeleryExecutor().asubmit(run_id)
-        return None
-    run = await db(runs.claim_run)(
-        run_id,
-        owner=worker_name(),
-        lease_seconds=sagents_settings.LEASE_SECONDS,
-        max_attempts=sagents_settings.MAX_ATTEMPTS,
-    )
-    if run is None:
-        logger.info("Run %s is held by another worker or finished", run_id)
-        return None
-    turn = await db(Turn.open)(run)
-    return await traced(turn)
-
-
 @dataclass(kw_only=True, eq=False)
 class Turn:
+    """One attempt at a run: opened (the agent built, the state loaded), run, and
+    settled by the one ending (``runtime.ending``). Its tenure of the run and the
+    recording of what the agent does are objects of their own."""
+
     agent_run: AgentRun
     scope: Scope
-    request: RunRequest = field(default_factory=RunRequest)
+    request: RunRequest
     conversation_id: str
     agent_id: str
+    tenure: Tenure
+    recorder: Recorder
+    publisher: Publisher
     filesystem_scope: Any = None
     agent: Agent | None = None
     setup_error: Exception | None = None
     state: State = field(default_factory=State)
     revision: int = 0
-    agent_persistence: DjangoAgentPersistence = field(
-        default_factory=DjangoAgentPersistence
-    )
-    display: DjangoDisplayMessagePersistence = field(
-        default_factory=DjangoDisplayMessagePersistence
-    )
-    publisher: Publisher | None = None
+    agent_persistence: Any = field(default_factory=DjangoAgentPersistence)
+    """The site's agent persistence (``SAGENTS["AGENT_PERSISTENCE"]``)."""
     cancel: CancelToken = field(default_factory=CancelToken)
     inbox: Inbox = field(default_factory=Inbox)
+    start: Start = "fresh"
     delivered: bool = False
-    """Whether the run's own messages reached the state (else a follow-up run of
+    """Whether the run's own messages reached the state (else the run of the
     messages queued on it takes them along)."""
-    resolving: set[str] = field(default_factory=set)
-    """Interrupted tool calls whose results a resume may complete."""
-    lease: runs.Lease | None = None
-    checkpoints: Checkpoints | None = None
-    journal: DatabaseJournal | None = None
-    continuing: bool = False
-    """A takeover: the state is the last checkpoint of an earlier attempt, whose
-    messages already reached it."""
-    ended_saved: bool = False
-    """A takeover of a run whose whole state was saved (only its ending was lost)."""
-    lost: bool = False
-    """Another worker took the run over (this one paused past its lease): stop
-    without writing anything more."""
-    handing_off: bool = False
-    """The worker drains: stop at the next safe point and give the run back."""
-    handed_off: bool = False
-    in_tools: bool = False
-    """Between a reply with tool calls and the end of its step (a handoff waits)."""
 
     @property
     def run_id(self) -> str:
@@ -187,14 +135,31 @@ class Turn:
         request = RunRequest.of(run)
         scope = scope_class().from_dict(request.scope or {"user_id": None})
         conversation = services.get_conversation(scope, run.conversation_id)
+        conversation_id = str(run.conversation_id)
+        lease = runs.lease_of(run)
+        cancel = CancelToken()
+        tenure = Tenure(lease=lease, cancel=cancel)
+        window = sagents_settings.DELTA_WINDOW_MS / 1000
+        publisher = Publisher(conversation_id, window=window)
         turn = cls(
             agent_run=run,
             scope=scope,
-            conversation_id=str(run.conversation_id),
-            agent_id=conversation.agent_id if conversation is not None else "",
             request=request,
+            conversation_id=conversation_id,
+            agent_id=conversation.agent_id if conversation is not None else "",
+            tenure=tenure,
+            publisher=publisher,
+            cancel=cancel,
+            recorder=Recorder(
+                scope=scope,
+                conversation_id=conversation_id,
+                display=DjangoDisplayMessagePersistence(),
+                publisher=publisher,
+                tenure=tenure,
+                context=lambda *a, **k: turn.context(*a, **k),
+                checkpoints=Checkpoints(lease=lease, base_revision=0, state=State()),
+            ),
             filesystem_scope=_filesystem_scope(request.filesystem_scope),
-            lease=runs.lease_of(run),
         )
         try:
             if conversation is None:
@@ -202,7 +167,9 @@ class Turn:
                     "The run's user can no longer see this conversation"
                 )
             turn.agent_persistence = import_string(sagents_settings.AGENT_PERSISTENCE)()
-            turn.display = import_string(sagents_settings.DISPLAY_PERSISTENCE)()
+            turn.recorder.display = import_string(
+                sagents_settings.DISPLAY_PERSISTENCE
+            )()
             turn.agent = build_agent(turn.agent_id, scope, turn.filesystem_scope)
             turn.load()
             turn.resume_checkpoints()
@@ -237,28 +204,27 @@ class Turn:
     def resume_checkpoints(self) -> None:
         """Where this attempt starts: the state as loaded, or (a takeover) the
         last checkpoint of the attempt before."""
-        run = self.agent_run
-        self.lease = runs.lease_of(run)
-        base = run.checkpoint_revision
+        lease = self.tenure.lease
+        base = self.agent_run.checkpoint_revision
         if base is not None:  # an earlier attempt got as far as changing the state
             if self.revision == base:
-                self.checkpoints = checkpoints.resume_from(self.lease, base, self.state)
-                self.state = self.checkpoints.state
-                self.continuing = True
+                resumed = checkpoints.resume_from(lease, base, self.state)
+                self.recorder.checkpoints = resumed
+                self.state = resumed.state
+                self.start = "continuing"
                 return
-            self.ended_saved = self.revision > base
-        self.checkpoints = Checkpoints(
-            lease=self.lease, base_revision=self.revision, state=self.state
+            if self.revision > base:
+                self.start = "ended_saved"
+        self.recorder.checkpoints = Checkpoints(
+            lease=lease, base_revision=self.revision, state=self.state
         )
 
     # Running (on the runtime loop) ---------------------------------------------
     async def end_abandoned(self, error: str) -> str:
         """End a run whose workers kept dying as an error (the sweeper's last word),
         keeping the steps they checkpointed."""
-        window = sagents_settings.DELTA_WINDOW_MS / 1000
-        self.publisher = Publisher(self.conversation_id, window=window)
         try:
-            if self.continuing and self.agent is not None:
+            if self.start == "continuing" and self.agent is not None:
                 messages = patch_dangling_tool_calls(
                     self.state.messages, include_last=True
                 )
@@ -269,19 +235,17 @@ class Turn:
                 await self.publisher.aclose()
 
     async def run(self) -> str:
-        window = sagents_settings.DELTA_WINDOW_MS / 1000
-        self.publisher = Publisher(self.conversation_id, window=window)
         handle = control.TurnHandle(
             self.conversation_id, self.run_id, self.cancel, self.inbox
         )
         status = "error"
         loop = asyncio.get_running_loop()
         stop_listening = draining.on_drain(
-            lambda: loop.call_soon_threadsafe(self._hand_off)
+            lambda: loop.call_soon_threadsafe(self.tenure.hand_off)
         )
         try:
             async with control.listening(handle):
-                heart = asyncio.ensure_future(self._heartbeat())
+                heart = asyncio.ensure_future(self.tenure.heartbeat())
                 try:
                     status = await self._run()
                 except Exception as exc:
@@ -300,51 +264,7 @@ class Turn:
                 await self.publisher.aclose()
         return status
 
-    async def _heartbeat(self) -> None:
-        assert self.lease is not None
-        while True:
-            await asyncio.sleep(sagents_settings.HEARTBEAT_SECONDS)
-            try:
-                if await db(runs.beat)(self.lease):
-                    self.cancel.cancel("Cancelled")
-            except runs.LeaseLost:
-                self._lose()
-                return
-            except Exception:
-                logger.warning("Heartbeat of run %s failed", self.run_id, exc_info=True)
-
-    def _lose(self) -> None:
-        """Another worker holds the run now: stop, write nothing more."""
-        if not self.lost:
-            logger.warning("Run %s was taken over by another worker", self.run_id)
-        self.lost = True
-        self.cancel.cancel("Taken over")
-
-    def _hand_off(self) -> None:
-        """The worker drains: stop now, or after the running tools' step."""
-        self.handing_off = True
-        if not self.in_tools:
-            self._stop_for_handoff()
-
-    def _stop_for_handoff(self) -> None:
-        if not self.handed_off:
-            self.handed_off = True
-            self.cancel.cancel("Handed over")
-
-    async def _release(self) -> str:
-        """Give the run back to the queue from its last checkpoint, for another
-        worker to go on at once."""
-        assert self.lease is not None
-        if await db(runs.release)(self.lease):
-            if sagents_settings.EXECUTOR == "celery":
-                from .executors import CeleryExecutor
-
-                await CeleryExecutor().asubmit(self.run_id)
-            logger.info("Run %s handed over (this worker drains)", self.run_id)
-        return "handed_over"
-
     async def _run(self) -> str:
-        assert self.publisher is not None
         if self.setup_error is not None or self.agent is None:
             error = self.setup_error or RuntimeError("no agent")
             return await self._end_error(f"{type(error).__name__}: {error}")
@@ -352,8 +272,8 @@ class Turn:
         # later reaches the turn by its control channel or its heartbeat.
         if self.cancel.cancelled or self.agent_run.cancel_requested:
             return await self._end(Ending.cancelled())
-        if self.handed_off:
-            return await self._release()
+        if self.tenure.handed_off:
+            return await self.tenure.release()
         await self._publish_status("running")
         await self.publisher.publish(
             "run_started", {**self._run_info(), "attempt": self.agent_run.attempts}
@@ -361,10 +281,10 @@ class Turn:
         try:
             self.state = await self._server_start(self.state)
             outcome = await self._start()
-            if self.lost:
+            if self.tenure.lost:
                 return "lost"
-            if self.handed_off:
-                return await self._release()
+            if self.tenure.handed_off:
+                return await self.tenure.release()
         except InvalidResume as exc:
             return await self._end_error(str(exc), error_type="invalid_resume")
         except QueueLimit as exc:
@@ -391,25 +311,25 @@ class Turn:
     async def _start(self) -> AgentResult:
         assert self.agent is not None
         options: dict[str, Any] = {
-            "callbacks": [self.callbacks()],
+            "callbacks": [self.recorder.callbacks()],
             "cancel": self.cancel,
             "inbox": self.inbox,
         }
-        assert self.lease is not None
         first = (
             self.agent_run.attempts <= 1 and self.agent_run.checkpoint_revision is None
         )
-        options["journal"] = self.journal = DatabaseJournal(
-            self.lease, inherited=self._inherited_calls(), fresh=first
+        options["journal"] = self.recorder.journal = DatabaseJournal(
+            self.tenure.lease, inherited=self._inherited_calls(), fresh=first
         )
-        if self.ended_saved or (self.continuing and self.state.interrupt_data):
+        continuing = self.start == "continuing"
+        if self.start == "ended_saved" or (continuing and self.state.interrupt_data):
             # An earlier attempt saved how the turn ended, or paused it.
             return AgentResult(
                 status="interrupted" if self.state.interrupt_data else "completed",
                 state=self.state,
                 interrupt_data=self.state.interrupt_data,
             )
-        if self.continuing:
+        if continuing:
             self.delivered = True
             last = self.state.messages[-1] if self.state.messages else None
             if last is not None and last.role == "assistant" and not last.tool_calls:
@@ -425,8 +345,13 @@ class Turn:
                 raise InvalidResume(
                     "These decisions answer an approval that was already answered"
                 )
-            self._note_resumable()
-            await db(self._record_decisions)(decisions)
+            self.recorder.note_resumable(self.state)
+            rows = await db(self.recorder.record_decisions)(self.state, decisions)
+            for row in rows:
+                await self.publisher.publish(
+                    "display_message_updated",
+                    {"display_message": display_message_json(row)},
+                )
             return await self.agent.aresume(self.state, decisions, **options)
         if self.state.interrupt_data:
             # Admission never starts a run on a paused state; if one comes (a state
@@ -453,182 +378,6 @@ class Turn:
             )
         return await self.agent.aexecute(self.state, **options)
 
-    def _note_resumable(self) -> None:
-        """Remember which interrupted tool results a resume may complete."""
-        try:
-            interrupt = interrupt_from_dict(self.state.interrupt_data or {})
-        except Exception:
-            return
-        call_id = getattr(interrupt, "tool_call_id", None) or (
-            self.state.interrupt_data or {}
-        ).get("tool_call_id")
-        if isinstance(call_id, str):
-            self.resolving.add(call_id)
-
-    def _record_decisions(self, decisions: Any) -> None:
-        """The person's decision on each action request, on its tool-call card."""
-        data = self.state.interrupt_data or {}
-        requests = data.get("action_requests") or []
-        if not isinstance(decisions, list):
-            return
-        for request, decision in zip(requests, decisions, strict=False):
-            call_id = request.get("tool_call_id") if isinstance(request, dict) else None
-            if not call_id:
-                continue
-            try:
-                row = services.record_hitl_decision(
-                    self.scope,
-                    call_id,
-                    decision,
-                    conversation_id=self.conversation_id,
-                )
-            except Exception:
-                logger.warning("Could not record a decision on %s", call_id)
-                continue
-            events_out.after_commit(
-                self.conversation_id,
-                "display_message_updated",
-                {"display_message": display_message_json(row)},
-            )
-
-    # Callbacks -----------------------------------------------------------------
-    def callbacks(self) -> dict[str, Any]:
-        publisher = self.publisher
-        assert publisher is not None
-
-        async def announce(event: str, rows: list[Any]) -> None:
-            for row in rows:
-                await publisher.publish(
-                    event, {"display_message": display_message_json(row)}
-                )
-
-        saving = display_callbacks(
-            self.display, self.scope, self.context(), announce=announce, run_sync=db
-        )
-        on_event_save = saving.pop("on_agent_event")
-
-        async def on_deltas(_ex: Any, deltas: list[Any]) -> None:
-            publisher.add_deltas([d.to_dict() for d in deltas])
-
-        async def on_message(ex: Any, message: Message) -> None:
-            # The reply and its display rows are one checkpoint: a takeover goes on
-            # from it (its tool calls, by their ids, through the journal), never
-            # asks the model again, and never shows the reply twice.
-            if message.tool_calls and message.status == "complete":
-                self.in_tools = True
-            await self._record(ex, message)
-            await publisher.publish("llm_message", {"message": message.to_dict()})
-
-        async def on_tool_response(ex: Any, message: Message) -> None:
-            await self._record(ex, message)
-
-        async def on_usage(_ex: Any, usage: TokenUsage) -> None:
-            await publisher.publish("llm_token_usage", {"usage": usage.to_dict()})
-
-        async def on_tool_started(ex: Any, call: Any, tool: Any) -> None:
-            await saving["on_tool_execution_started"](ex, call, tool)
-            update = {"status": "executing", "call_id": call.call_id}
-            update.update(name=call.name, arguments=call.arguments)
-            display_text = getattr(tool, "display_text", None)
-            if display_text:
-                update["display_text"] = display_text
-            await publisher.publish("tool_execution_update", update)
-
-        async def on_tool_completed(ex: Any, call: Any, result: Any) -> None:
-            if result.is_interrupt:
-                await saving["on_tool_execution_completed"](ex, call, result)
-            else:
-                info: ToolInfo = {"call_id": call.call_id, "name": call.name}
-                info["result"] = result.text
-                await self._finish_call("completed", info)
-            status = "interrupted" if result.is_interrupt else "completed"
-            update = {"status": status, "call_id": call.call_id, "name": call.name}
-            update["result"] = result.text
-            await publisher.publish("tool_execution_update", update)
-
-        async def on_tool_failed(ex: Any, call: Any, result: Any) -> None:
-            info: ToolInfo = {"call_id": call.call_id, "name": call.name}
-            info["error"] = result.text
-            await self._finish_call("failed", info)
-            update = {"status": "failed", "call_id": call.call_id, "name": call.name}
-            update["error"] = result.text
-            await publisher.publish("tool_execution_update", update)
-
-        async def on_event(ex: Any, name: str, data: dict[str, Any]) -> None:
-            await on_event_save(ex, name, data)
-            await self._resolve(name, data)
-            await publisher.publish(name, data)
-            if name == "conversation_title_generated" and "metadata_key" not in data:
-                title = data.get("title")
-                await signal(
-                    "title_generated",
-                    conversation_id=self.conversation_id,
-                    title=title,
-                )
-
-        async def on_step_end(ex: Any) -> None:
-            await self._checkpoint(ex.state)
-            self.in_tools = False
-            if self.handing_off:
-                self._stop_for_handoff()
-            await publisher.publish(
-                "agent_state_update", snapshot(ex.state), debug=True
-            )
-
-        handlers = {
-            **saving,
-            "on_tool_response_created": on_tool_response,
-            "on_llm_new_delta": on_deltas,
-            "on_llm_new_message": on_message,
-            "on_llm_token_usage": on_usage,
-            "on_tool_execution_started": on_tool_started,
-            "on_tool_execution_completed": on_tool_completed,
-            "on_tool_execution_failed": on_tool_failed,
-            "on_agent_event": on_event,
-            "on_step_end": on_step_end,
-        }
-        return {key: self._guard(handler) for key, handler in handlers.items()}
-
-    def _guard(self, handler: Any) -> Any:
-        """A callback that does nothing once this worker stopped holding the turn
-        (taken over, or handed over): what it would record belongs to the next."""
-
-        async def guarded(*args: Any) -> None:
-            if not (self.lost or self.handed_off):
-                await handler(*args)
-
-        return guarded
-
-    async def _finish_call(self, status: Any, info: ToolInfo) -> None:
-        """A finished call's journal entry and its card's update, in one
-        transaction; then the card is published."""
-        row = await db(self._finish_call_rows)(status, info)
-        if row is not None:
-            assert self.publisher is not None
-            await self.publisher.publish(
-                "display_message_updated",
-                {"display_message": display_message_json(row)},
-            )
-
-    def _finish_call_rows(self, status: Any, info: ToolInfo) -> Any:
-        for last in (False, True):
-            try:
-                with transaction.atomic():
-                    if self.journal is not None:
-                        self.journal.record(info["call_id"])
-                    row = self.display.update_tool_status(
-                        self.scope, status, info, self.context()
-                    )
-                break
-            except Exception:
-                if last:
-                    raise
-                logger.warning("Journaling a call failed; trying once more")
-                reconnect()
-        if self.journal is not None:
-            self.journal.forget(info["call_id"])
-        return row
-
     def _inherited_calls(self) -> list[str]:
         """The calls an earlier attempt issued that this one may find half done:
         those of the reply it goes on from, when it is not the first attempt."""
@@ -636,95 +385,6 @@ class Turn:
             return []
         last = self.state.messages[-1]
         return [c.call_id for c in last.tool_calls] if last.role == "assistant" else []
-
-    async def _record(self, ex: Any, message: Message) -> None:
-        """Save ``message``'s display rows and checkpoint the state that holds it,
-        in one transaction; then publish the rows."""
-        try:
-            rows = await db(self._record_rows)(message, ex.state)
-        except runs.LeaseLost:
-            self._lose()
-            return
-        assert self.publisher is not None
-        for row in rows:
-            await self.publisher.publish(
-                "display_message_saved", {"display_message": display_message_json(row)}
-            )
-
-    def _record_rows(self, message: Message, state: State) -> list[Any]:
-        """On a database thread. The persistence records and swallows a failed
-        write, so a failure is seen by its missing rows or checkpoint: the whole
-        unit is tried once more on a checked connection (one the server closed
-        mid-turn is replaced), then kept as far as it goes."""
-        try:
-            with transaction.atomic():
-                rows = list(
-                    self.display.save_message(self.scope, message, self.context())
-                )
-                if not rows and display_rows(message):
-                    raise RuntimeError("The message's display rows were not saved")
-                assert self.checkpoints is not None
-                self.checkpoints.write(state)
-            return rows
-        except runs.LeaseLost:
-            raise
-        except Exception:
-            logger.warning(
-                "Recording a message failed; trying once more", exc_info=True
-            )
-            reconnect()
-        with transaction.atomic():
-            rows = list(self.display.save_message(self.scope, message, self.context()))
-            self._write_checkpoint(state)
-        return rows
-
-    async def _checkpoint(self, state: State) -> None:
-        assert self.checkpoints is not None
-        if not self.checkpoints.changed(state):
-            return  # the tool results' record already holds this state
-        try:
-            await db(self._write_checkpoint)(state)
-        except runs.LeaseLost:
-            self._lose()
-
-    def _write_checkpoint(self, state: State) -> None:
-        """A step checkpoint (on a database thread). Failing to write one is
-        recorded and the turn goes on (its end saves the whole state); losing the
-        lease stops it."""
-        assert self.checkpoints is not None
-        try:
-            with transaction.atomic():
-                self.checkpoints.write(state)
-        except runs.LeaseLost:
-            raise
-        except Exception as exc:
-            logger.exception("Run %s could not checkpoint a step", self.run_id)
-            record_failure(
-                self.scope, self.context("on_step"), exc, kind="state", operation="step"
-            )
-
-    async def _resolve(self, name: str, data: dict[str, Any]) -> None:
-        """An interrupted call (a sub-agent's) that completes on resume: its result
-        row gets the real result (``resolve_tool_result``) and its card ends
-        completed."""
-        if name != "tool_execution_update" or data.get("status") != "completed":
-            return
-        call_id = data.get("call_id")
-        if call_id not in self.resolving:
-            return
-        self.resolving.discard(call_id)
-        result = str(data.get("result", ""))
-        info: ToolInfo = {"call_id": call_id, "result": result}
-        await self._finish_call("completed", info)
-        row = await db(self.display.resolve_tool_result)(
-            self.scope, call_id, result, self.context()
-        )
-        if row is not None:
-            assert self.publisher is not None
-            await self.publisher.publish(
-                "display_message_updated",
-                {"display_message": display_message_json(row)},
-            )
 
     # Ending ------------------------------------------------------------------------
     async def _save(
@@ -738,7 +398,7 @@ class Turn:
             data = serialize_server_state(state)
             row = await db(self._save_whole)(data, context, declare)
         except runs.LeaseLost:
-            self._lose()
+            self.tenure.lose()
             return False
         except Exception as exc:
             logger.exception("The state of %s was not saved", self.agent_id)
@@ -747,35 +407,37 @@ class Turn:
             )
             return False
         self.state, self.revision = state, row.revision
-        assert self.lease is not None
-        self.checkpoints = Checkpoints(
-            lease=self.lease, base_revision=row.revision, state=state, declared=declare
+        self.recorder.checkpoints = Checkpoints(
+            lease=self.tenure.lease,
+            base_revision=row.revision,
+            state=state,
+            declared=declare,
         )
         return True
 
     def _save_whole(
         self, data: dict[str, Any], context: PersistenceContext, declare: bool
     ) -> Any:
-        assert self.lease is not None
+        lease = self.tenure.lease
         with transaction.atomic():
-            if not runs.held(self.lease).exists():
+            if not runs.held(lease).exists():
                 raise runs.LeaseLost(f"Run {self.run_id} was taken over")
             row = self.agent_persistence.save_state(self.scope, data, context)
             if declare:
-                runs.held(self.lease).update(checkpoint_revision=row.revision)
+                runs.held(lease).update(checkpoint_revision=row.revision)
         return row
 
     async def _settle(self, result: AgentResult) -> str:
         status = result.status
         usage = result.usage
         if not await self._save(result.state, LIFECYCLES[status]):
-            if self.lost:
+            if self.tenure.lost:
                 return "lost"
             return await self._end(
                 Ending.failed(NOT_SAVED, "state_not_saved", retryable=True, usage=usage)
             )
         if status == "cancelled":
-            await self._mark_cancelled_cards(result.state)
+            await self.recorder.mark_cancelled_cards(result.state)
             return await self._end(Ending.cancelled(usage=usage))
         if status == "error":
             exc = result.exception
@@ -788,7 +450,7 @@ class Turn:
                 )
             )
         if status == "interrupted":
-            await signal(
+            await asignal(
                 "interrupt_raised",
                 conversation_id=self.conversation_id,
                 run_id=self.run_id,
@@ -797,7 +459,7 @@ class Turn:
         last = result.state.messages[-1] if result.state.messages else None
         # The agent's reply: a turn paused for approval has not answered yet.
         if status == "completed" and last is not None and last.role == "assistant":
-            await signal(
+            await asignal(
                 "agent_response",
                 conversation_id=self.conversation_id,
                 run_id=self.run_id,
@@ -816,8 +478,7 @@ class Turn:
         """End the run (``ending.end_run``: the one way a run ends) and publish
         its events through this turn's publisher, the conversation's only one
         while the turn holds it."""
-        assert self.publisher is not None
-        if self.lost:
+        if self.tenure.lost:
             return "lost"
         ending = replace(
             ending,
@@ -829,7 +490,7 @@ class Turn:
             self.scope,
             self.agent_run,
             ending,
-            display=self.display,
+            display=self.recorder.display,
             context=self.context(),
         )
         try:
@@ -840,32 +501,11 @@ class Turn:
             logger.exception("Publishing the end of run %s failed", self.run_id)
         return ending.status
 
-    async def _mark_cancelled_cards(self, state: State) -> None:
-        """Tool-call cards of the cut-off step end as cancelled."""
-        calls = [
-            result.tool_call_id
-            for message in state.messages[-2:]
-            for result in message.tool_results
-            if result.is_error and "cancelled" in result.text
-        ]
-        for call_id in calls:
-            info: ToolInfo = {"call_id": call_id}
-            row = await db(self.display.update_tool_status)(
-                self.scope, "cancelled", info, self.context()
-            )
-            if row is not None:
-                assert self.publisher is not None
-                await self.publisher.publish(
-                    "display_message_updated",
-                    {"display_message": display_message_json(row)},
-                )
-
     async def _publish_status(self, status: str) -> None:
-        assert self.publisher is not None
         await self.publisher.publish(
             "status_changed", {"status": status, "run_id": self.run_id}
         )
-        await signal(
+        await asignal(
             "status_changed",
             conversation_id=self.conversation_id,
             status=status,
@@ -874,17 +514,6 @@ class Turn:
 
     def _run_info(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "trigger": self.agent_run.trigger}
-
-
-def snapshot(state: State) -> dict[str, Any]:
-    """What an inspector sees of the state at a step end (not the whole history:
-    it would not fit a channel-layer message)."""
-    return {
-        "message_count": len(state.messages),
-        "todos": [t.to_dict() for t in state.todos],
-        "metadata_keys": sorted(state.metadata),
-        "interrupted": bool(state.interrupt_data),
-    }
 
 
 def _filesystem_scope(value: Any) -> Any:

@@ -210,16 +210,13 @@ def _outcome(run: AgentRun, followed: list[str]) -> RunOutcome:
 
 
 def _last_text(run: AgentRun) -> str:
-    """The last assistant text row written while the run ran (rows carry no run,
-    but one run at a time writes to a conversation)."""
+    """The last assistant text row the run wrote."""
     rows = DisplayMessage.objects.filter(
         conversation_id=run.conversation_id,
+        run_id=run.pk,
         message_type="assistant",
         content_type="text",
-        inserted_at__gte=run.created_at,
     )
-    if run.finished_at is not None:
-        rows = rows.filter(inserted_at__lte=run.finished_at)
     content = rows.order_by("-inserted_at", "-sequence", "-id").values_list(
         "content", flat=True
     )

@@ -39,7 +39,14 @@ from .conversations import (
     require_conversation,
 )
 from .keyset import beyond
-from .validation import choice, clean_json, clean_mapping, clean_text, parse_int
+from .validation import (
+    choice,
+    clean_json,
+    clean_mapping,
+    clean_text,
+    parse_int,
+    parse_uuid,
+)
 
 MAX_SEQUENCE: Final = 2**31 - 1
 MAX_LOAD: Final = 10_000
@@ -58,6 +65,7 @@ ATTRIBUTES: Final = frozenset(
         "sequence",
         "metadata",
         "tool_call_id",
+        "run_id",
     )
 )
 _ORDER = ("inserted_at", "sequence", "id")
@@ -74,6 +82,7 @@ def build_display_message(
     sequence: int = 0,
     metadata: dict[str, Any] | None = None,
     tool_call_id: str | None = None,
+    run_id: Any = None,
 ) -> DisplayMessage:
     """A validated, unsaved row. ``status`` None means: "pending" for a tool call,
     "interrupted" for a tool result marked ``is_interrupt``, else "completed".
@@ -92,7 +101,10 @@ def build_display_message(
     if tool_call_id is None:
         tool_call_id = _call_id_of(content_type, content)
     tool_call_id = clean_text(tool_call_id, what="tool_call_id", max_length=255)
+    if run_id is not None:
+        run_id = parse_uuid(run_id, what="run_id")
     return DisplayMessage(
+        run_id=run_id,
         conversation_id=conversation_id,
         message_type=message_type,
         content_type=content_type,
@@ -159,8 +171,9 @@ def append_text_message(
     text: str,
     *,
     metadata: dict[str, Any] | None = None,
+    run_id: Any = None,
 ) -> DisplayMessage:
-    """Append a text row."""
+    """Append a text row (of the run ``run_id``, if any)."""
     if not isinstance(text, str):
         raise InvalidInput(f"text must be a string, not {type(text).__name__}")
     return append_display_message(
@@ -170,6 +183,7 @@ def append_text_message(
         content_type="text",
         content={"text": text},
         metadata=metadata,
+        run_id=run_id,
     )
 
 

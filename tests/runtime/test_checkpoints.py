@@ -21,7 +21,7 @@ from sagents_django.models import AgentRun, AgentStep, ToolCallRecord
 from sagents_django.runtime import checkpoints, runs
 from sagents_django.runtime.checkpoints import Checkpoints
 from sagents_django.runtime.journal import DatabaseJournal
-from sagents_django.runtime.turn import worker_name
+from sagents_django.runtime.tenure import worker_name
 from tests.runtime.follow import make_scope
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ from sagents_django.exceptions import InvalidInput, RunConflict
 from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.persistence import DjangoDisplayMessagePersistence
 from sagents_django.runtime import agent_server, viewers
-from sagents_django.runtime.turn import run_turn
+from sagents_django.runtime.runner import run_turn
 from tests.fakes.openai_server import reply
 from tests.runtime import follow as follow_module
 from tests.runtime.follow import follow, new_conversation

@@ -47,8 +47,22 @@ async def test_a_message_during_a_turn_is_queued_and_answered_next(site: Any) ->
     assert last["data"]["status"] == "completed"
     sent = [m["content"] for m in site.requests[1].messages if m["role"] != "system"]
     assert sent == ["one", "First answer.", "two"]
-    texts = [r.content.get("text") for r in await rows_of(conversation)]
-    assert texts == ["one", "two", "First answer.", "Second answer."]
+    rows = await rows_of(conversation)
+    assert [r.content.get("text") for r in rows] == [
+        "one",
+        "two",
+        "First answer.",
+        "Second answer.",
+    ]
+    # Each row names its run: the one that answers a message, or that wrote it.
+    follow_up = last["data"]["run_id"]
+    assert [str(r.run_id) for r in rows] == [
+        first.run_id,
+        follow_up,
+        first.run_id,
+        follow_up,
+    ]
+    assert queued["data"]["display_message"]["run_id"] is None  # not yet known
 
 
 async def test_the_reject_policy_refuses_a_message_and_writes_nothing(
