@@ -37,6 +37,8 @@ def close_signed_out_sockets(
         return
     from sagents_django.runtime import groups, layer, loop
 
+    if layer.get_layer() is None:
+        return  # no layer, no socket to close
     message = {"type": "session.signed_out"}
     future = loop.submit(layer.group_send(groups.session_group(key), message))
     try:

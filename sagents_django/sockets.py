@@ -140,6 +140,8 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
     async def order(self, key: str, message: dict[str, Any]) -> None:
         sequencer = self._sequencer(key)
         ready = sequencer.push(message.get("seq"), message)
+        if not ready and message.get("seq") not in sequencer.held:
+            logger.debug("Dropped frame %s of %s: late", message.get("seq"), key)
         timer = self.timers.get(key)
         if sequencer.due() is not None and (timer is None or timer.done()):
             self.timers[key] = asyncio.ensure_future(self._due_later(key))
