@@ -11,10 +11,11 @@ class SagentsDjangoConfig(AppConfig):
 
     def ready(self) -> None:
         # Registration only: import time stays inert (no settings reads, no I/O).
+        from django.contrib.auth.signals import user_logged_out
         from django.core import checks
         from django.core.signals import setting_changed
 
-        from sagents_django import conf
+        from sagents_django import conf, signals
         from sagents_django.checks import (
             check_channel_layer,
             check_sagents_settings,
@@ -25,3 +26,6 @@ class SagentsDjangoConfig(AppConfig):
         checks.register(check_channel_layer)
         checks.register(check_scope_resolves_owner)
         setting_changed.connect(conf.reset_on_setting_changed)
+        user_logged_out.connect(
+            signals.close_signed_out_sockets, dispatch_uid="sagents_close_sockets"
+        )

@@ -1,28 +1,31 @@
-"""The JSON WebSocket endpoint: follow conversations, send, cancel and resume.
+"""The JSON WebSocket endpoint: create, list and follow conversations, send,
+cancel and resume.
+
+``AgentSocketConsumer`` speaks the JSON protocol of docs/protocol.md; what it shares
+with the chat pages' socket (signing in and out, viewers, frames in ``seq`` order)
+is ``sockets.AgentConsumerBase``.
 
 One socket per browser tab (or script) may follow several conversations at once,
 as Sagents v0.15's tagged subscriptions do: every event frame names its
 conversation. Each frame is authorized through the user's scope; a conversation the
 scope cannot see closes the socket (``CLOSE_NOT_FOUND``) before anything of it is
-sent. The consumer is the viewer registry's reporter: subscribing makes the socket
-a viewer, and unsubscribing or disconnecting releases it. A subscribe's reply (each
-time) is followed by the conversation's in-flight reply (``in_flight``) before any
-live event, and the events numbered up to its ``seq`` that were still on their way
-are skipped: the frame and the database the client reads next already hold them.
-docs/protocol.md documents every frame.
+sent. A subscribe's reply (each time) is followed by the conversation's in-flight
+state (``in_flight``) before any live event, and the events numbered up to its
+``seq`` that were still on their way are skipped: the frame and the database the
+client reads next already hold them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 try:
     from channels.db import database_sync_to_async
-    from channels.generic.websocket import AsyncJsonWebsocketConsumer
 except ImportError as exc:  # the socket is part of the "channels" extra
     raise ImportError(
         "sagents_django.consumers needs Channels: "
@@ -32,68 +35,49 @@ except ImportError as exc:  # the socket is part of the "channels" extra
 from sagents_django import protocol, services
 from sagents_django.core import SagentsError
 from sagents_django.exceptions import NotFound
-from sagents_django.models import AgentState
+from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun, AgentState
 from sagents_django.protocol import FrameError
-from sagents_django.runtime import agent_server, groups, inflight, layer, viewers
-from sagents_django.scope import Scope, scope_class
+from sagents_django.runtime import agent_server, groups, inflight, layer
+from sagents_django.scope import Scope
+from sagents_django.sockets import AgentConsumerBase
 
 logger = logging.getLogger(__name__)
 
 Handler = Callable[["AgentSocketConsumer", dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
-class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
+class AgentSocketConsumer(AgentConsumerBase):
     """``ws/sagents/``: the protocol of docs/protocol.md."""
 
     conversations: set[str]
     """Conversations whose events this socket receives (and is a viewer of)."""
     debugged: set[str]
     """Conversations whose debug stream this socket receives (staff only)."""
-    floors: dict[str, inflight.Floor]
-    """Per conversation, the events the last ``in_flight`` frame already covers."""
     then: list[dict[str, Any]]
     """Frames that follow the reply to the frame being handled (before any event:
     one message is handled at a time)."""
-    agent_scope: Scope | None = None
-    user: Any = None
-    closed = False
-    refresher: asyncio.Task[None] | None = None
+    ticker: asyncio.Task[None] | None = None
 
     async def connect(self) -> None:
-        self.conversations = set()
+        self.setup()
+        self.conversations = self.viewed
         self.debugged = set()
-        self.floors = {}
         self.then = []
-        # Accept first: a refusal before accepting is an HTTP 403 with no close
-        # code, and clients should be told why.
         await self.accept()
-        if self.channel_layer is None:
-            # Nothing could reach this socket (check W002 says so at start-up).
-            logger.error("No channel layer: set CHANNEL_LAYERS for live events")
-            await self._close(protocol.CLOSE_NO_CHANNEL_LAYER)
-            return
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self._close(protocol.CLOSE_UNAUTHENTICATED)
-            return
-        self.user = user
-        self.agent_scope = await database_sync_to_async(scope_class().for_user)(user)
+        await self.sign_in()
 
     async def disconnect(self, code: int) -> None:
-        self.closed = True
-        if self.refresher is not None:
-            self.refresher.cancel()
+        if self.ticker is not None:
+            self.ticker.cancel()
             with contextlib.suppress(BaseException):
-                await self.refresher
-        for cid in list(self.conversations):
-            await self._leave(cid)
+                await self.ticker
+        await super().disconnect(code)
         for cid in list(self.debugged):
             await layer.group_discard(groups.debug_group(cid), self.channel_name)
         self.debugged.clear()
 
-    async def _close(self, code: int) -> None:
-        self.closed = True
-        await self.close(code=code)
+    async def send_json(self, content: dict[str, Any]) -> None:
+        await self.send(text_data=json.dumps(content))
 
     # Client frames ------------------------------------------------------------------
     async def receive(
@@ -111,7 +95,7 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.receive_json(frame)
 
-    async def receive_json(self, content: dict[str, Any], **kwargs: Any) -> None:
+    async def receive_json(self, content: dict[str, Any]) -> None:
         action: str | None = None
         request_id: Any = None
         self.then = []
@@ -122,7 +106,7 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
         except NotFound:
             # Someone else's conversation, or none: one answer, no detail, and the
             # socket goes (a client probing ids gets nothing more to work with).
-            await self._close(protocol.CLOSE_NOT_FOUND)
+            await self.close_with(protocol.CLOSE_NOT_FOUND)
             return
         except (FrameError, SagentsError, ValueError) as exc:
             error = protocol.error_for(exc)
@@ -138,30 +122,35 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
         cid = protocol.conversation_of(frame)
         if cid not in self.conversations:
             self._room_for(self.conversations)
-            await agent_server.asubscribe(self._scope(), cid, self.channel_name)
-            self.conversations.add(cid)
-            self._keep_fresh()
+            await agent_server.asubscribe(self.the_scope(), cid, self.channel_name)
+            self.start_viewing(cid)
+            self._keep_ticking()
         # In the group first, then the buffer, then the database: every event is in
         # one of them or arrives after this frame (inflight's docstring).
         snapshot = await inflight.read(cid)
-        self.floors[cid] = inflight.Floor(snapshot.seq)
-        self.then.append(
-            protocol.in_flight_frame(cid, snapshot.seq, snapshot.to_dict())
-        )
-        status = await agent_server.aget_status(self._scope(), cid)
-        return {"conversation": cid, "status": status, "todos": await _todos(cid)}
+        status = await agent_server.aget_status(self.the_scope(), cid)
+        todos = snapshot.todos if snapshot.todos is not None else await _todos(cid)
+        data = {**snapshot.to_dict(), "todos": todos}
+        self.then.append(protocol.in_flight_frame(cid, snapshot.seq, data))
+        self.then += [_frame(m) for m in self.rebase(cid, snapshot.seq)]
+        return {
+            "conversation": cid,
+            "status": status,
+            "todos": todos,
+            "protocol": protocol.VERSION,
+        }
 
     async def unsubscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
-        await agent_server.aunsubscribe(self._scope(), cid, self.channel_name)
-        self.conversations.discard(cid)
-        self.floors.pop(cid, None)
+        await agent_server.aunsubscribe(self.the_scope(), cid, self.channel_name)
+        self.viewed.discard(cid)
+        self.sequencers.pop(cid, None)
         return {"conversation": cid}
 
     async def send_message(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
         submission = await agent_server.aadd_message(
-            self._scope(), cid, frame.get("text"), metadata=frame.get("metadata")
+            self.the_scope(), cid, frame.get("text"), metadata=frame.get("metadata")
         )
         return {
             "conversation": cid,
@@ -172,76 +161,101 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
 
     async def cancel(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
-        cancelled = await agent_server.acancel(self._scope(), cid)
+        cancelled = await agent_server.acancel(self.the_scope(), cid)
         return {"conversation": cid, "cancelled": cancelled}
 
     async def resume(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
         if "decisions" not in frame:
             raise FrameError("invalid_input", "decisions is required (a list)")
-        run_id = await agent_server.aresume(self._scope(), cid, frame["decisions"])
+        run_id = await agent_server.aresume(self.the_scope(), cid, frame["decisions"])
         return {"conversation": cid, "run_id": run_id}
 
     async def history(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
-        limit = frame.get("limit", protocol.HISTORY_LIMIT)
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise FrameError("invalid_input", "limit must be an integer")
-        if not 1 <= limit <= protocol.HISTORY_LIMIT:
-            raise FrameError(
-                "invalid_input", f"limit must be 1 to {protocol.HISTORY_LIMIT}"
-            )
+        limit = protocol.limit_of(frame, protocol.HISTORY_LIMIT)
+        after, before = frame.get("after"), frame.get("before")
+        if after is not None and before is not None:
+            raise FrameError("invalid_input", "Pass either after or before, not both")
         rows = await database_sync_to_async(_history)(
-            self._scope(), cid, limit, frame.get("after")
+            self.the_scope(), cid, limit, after=after, before=before
         )
         return {"conversation": cid, "messages": rows}
+
+    async def create_conversation(self, frame: dict[str, Any]) -> dict[str, Any]:
+        title = frame.get("title", "")
+        if not isinstance(title, str):
+            raise FrameError("invalid_input", "title must be a string")
+        conversation = await database_sync_to_async(services.create_conversation)(
+            self.the_scope(), title=title, metadata=frame.get("metadata")
+        )
+        return {"conversation": protocol.conversation_json(conversation)}
+
+    async def list_conversations(self, frame: dict[str, Any]) -> dict[str, Any]:
+        limit = protocol.limit_of(frame, protocol.LIST_LIMIT)
+        cursor = frame.get("cursor")
+        if cursor is not None and not isinstance(cursor, str):
+            raise FrameError("invalid_input", "cursor must be a string")
+        return await database_sync_to_async(_conversations)(
+            self.the_scope(), limit, cursor
+        )
 
     async def subscribe_debug(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
         self._staff_only()
         if cid not in self.debugged:
             self._room_for(self.debugged)
-            await agent_server.asubscribe_debug(self._scope(), cid, self.channel_name)
+            await agent_server.asubscribe_debug(
+                self.the_scope(), cid, self.channel_name
+            )
             self.debugged.add(cid)
         return {"conversation": cid}
 
     async def unsubscribe_debug(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
         self._staff_only()
-        await agent_server.aunsubscribe_debug(self._scope(), cid, self.channel_name)
+        await agent_server.aunsubscribe_debug(self.the_scope(), cid, self.channel_name)
         self.debugged.discard(cid)
+        self.sequencers.pop(f"debug:{cid}", None)
         return {"conversation": cid}
 
     # Events from the channel layer -----------------------------------------------------
     async def agent_event(self, message: dict[str, Any]) -> None:
         """An ``agent.event`` of a conversation group (or, marked ``debug``, of a
-        debug group) as an event frame."""
+        debug group) as an event frame, in ``seq`` order."""
         cid = message.get("conversation")
         debug = bool(message.get("debug"))
         # Only what this socket asked for and still follows (a message already on
         # its way when the socket unsubscribed is dropped here).
         if self.closed or cid not in (self.debugged if debug else self.conversations):
             return
-        floor = None if debug else self.floors.get(str(cid))
-        if floor is not None and floor.skips(message.get("seq")):
+        await self.order(f"debug:{cid}" if debug else str(cid), message)
+
+    async def deliver(
+        self, key: str, messages: list[dict[str, Any]], *, gap: bool
+    ) -> None:
+        # A gap stands as the client sees it: its resync rule covers the loss.
+        for message in messages:
+            if self.closed:
+                return
+            await self.send_json(_frame(message))
+
+    async def socket_tick(self, message: dict[str, Any]) -> None:
+        """Every ``RUN_ALIVE_SECONDS``: a ``run_alive`` frame per subscribed
+        conversation with an active run, so a client sees a stalled run (its
+        heartbeat stops moving) even when no event comes."""
+        if self.closed or not self.conversations:
             return
-        frame = {
-            "event": message.get("event"),
-            "seq": message.get("seq"),
-            "conversation": cid,
-            "data": message.get("data"),
-        }
-        if message.get("subagent"):
-            frame["subagent"] = message["subagent"]
-        if debug:
-            frame["debug"] = True
-        await self.send_json(frame)
+        runs = AgentRun.objects.filter(
+            conversation_id__in=list(self.conversations),
+            status__in=ACTIVE_RUN_STATUSES,
+        ).values("pk", "conversation_id", "status", "started_at", "heartbeat_at")
+        async for run in runs:
+            cid = str(run["conversation_id"])
+            if cid in self.conversations and not self.closed:
+                await self.send_json(protocol.run_alive_frame(cid, dict(run)))
 
     # Helpers ----------------------------------------------------------------------------
-    def _scope(self) -> Scope:
-        assert self.agent_scope is not None  # set in connect for a signed-in user
-        return self.agent_scope
-
     def _staff_only(self) -> None:
         if not getattr(self.user, "is_staff", False):
             raise FrameError("forbidden", "Debug streams are for staff users")
@@ -253,22 +267,16 @@ class AgentSocketConsumer(AsyncJsonWebsocketConsumer):
                 f"A socket follows at most {protocol.MAX_SUBSCRIPTIONS} conversations",
             )
 
-    def _keep_fresh(self) -> None:
-        if self.refresher is None or self.refresher.done():
-            self.refresher = asyncio.ensure_future(self._refresh())
+    def _keep_ticking(self) -> None:
+        if self.ticker is None or self.ticker.done():
+            self.ticker = asyncio.ensure_future(self._tick())
 
-    async def _refresh(self) -> None:
-        """Renew this socket's viewer entries while it lives (they expire, so a
-        daphne that dies without disconnecting leaves no viewer behind)."""
+    async def _tick(self) -> None:
+        # The tick is a message to this socket, so its frames never come between a
+        # reply and the frames that follow it.
         while not self.closed:
-            await asyncio.sleep(viewers.REFRESH_SECONDS)
-            await viewers.arefresh(self.conversations, self.channel_name)
-
-    async def _leave(self, cid: str) -> None:
-        self.conversations.discard(cid)
-        self.floors.pop(cid, None)
-        await layer.group_discard(groups.conversation_group(cid), self.channel_name)
-        await viewers.release(cid, self.channel_name)
+            await asyncio.sleep(protocol.RUN_ALIVE_SECONDS)
+            await self._to_self({"type": "socket.tick"})
 
 
 HANDLERS: dict[str, Handler] = {
@@ -278,11 +286,28 @@ HANDLERS: dict[str, Handler] = {
     "cancel": AgentSocketConsumer.cancel,
     "resume": AgentSocketConsumer.resume,
     "history": AgentSocketConsumer.history,
+    "create_conversation": AgentSocketConsumer.create_conversation,
+    "list_conversations": AgentSocketConsumer.list_conversations,
     "subscribe_debug": AgentSocketConsumer.subscribe_debug,
     "unsubscribe_debug": AgentSocketConsumer.unsubscribe_debug,
 }
 """Action -> method (``send`` is ``send_message``: a consumer's ``send`` writes to
 the socket)."""
+
+
+def _frame(message: dict[str, Any]) -> dict[str, Any]:
+    """A channel-layer event message as the event frame a client reads."""
+    frame = {
+        "event": message.get("event"),
+        "seq": message.get("seq"),
+        "conversation": message.get("conversation"),
+        "data": message.get("data"),
+    }
+    if message.get("subagent"):
+        frame["subagent"] = message["subagent"]
+    if message.get("debug"):
+        frame["debug"] = True
+    return frame
 
 
 async def _todos(cid: str) -> list[Any]:
@@ -295,10 +320,25 @@ async def _todos(cid: str) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _history(scope: Scope, cid: str, limit: int, after: Any) -> list[dict[str, Any]]:
+def _history(
+    scope: Scope, cid: str, limit: int, *, after: Any, before: Any
+) -> list[dict[str, Any]]:
     from sagents_django.runtime.publisher import display_message_json
 
     if services.get_conversation(scope, cid) is None:
         raise NotFound("conversation", cid)
-    rows = services.load_display_messages(scope, cid, limit=limit, after=after)
+    rows = services.load_display_messages(
+        scope, cid, limit=limit, after=after, before=before
+    )
     return [display_message_json(row) for row in rows]
+
+
+def _conversations(scope: Scope, limit: int, cursor: str | None) -> dict[str, Any]:
+    # One more than asked tells whether another page follows.
+    rows = services.list_conversations(scope, limit=limit + 1, cursor=cursor)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return {
+        "conversations": [protocol.conversation_json(row) for row in rows],
+        "next_cursor": services.conversation_cursor(rows[-1]) if more else None,
+    }

@@ -16,6 +16,12 @@ from typing import Any, Final, Literal
 from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
 from sagents_django.services.validation import parse_uuid
 
+VERSION: Final = 2
+"""The protocol's version (docs/protocol.md says what changed), given in every
+``subscribe`` reply. 2: frames of a conversation arrive in ``seq`` order; ``run_alive``
+frames (no ``seq``); ``in_flight`` and ``subscribe`` carry the live todos;
+``create_conversation``, ``list_conversations``; ``history`` pages with ``before``."""
+
 CLOSE_NO_CHANNEL_LAYER: Final = 1011
 """The site has no channel layer (``CHANNEL_LAYERS``): no event could arrive."""
 CLOSE_UNAUTHENTICATED: Final = 4401
@@ -34,7 +40,12 @@ MAX_SUBSCRIPTIONS: Final = 100
 """Conversations (and debug streams, counted apart) one socket may follow at once."""
 MAX_ID_CHARS: Final = 64
 HISTORY_LIMIT: Final = 100
-"""Rows a ``history`` reply holds at most (page with ``after``)."""
+"""Rows a ``history`` reply holds at most (page with ``before`` or ``after``)."""
+LIST_LIMIT: Final = 50
+"""Conversations a ``list_conversations`` reply holds at most (page with ``cursor``)."""
+RUN_ALIVE_SECONDS: Final = 10.0
+"""How often a socket sends ``run_alive`` for each subscribed conversation with an
+active run (a run's heartbeat moves every few seconds while a worker holds it)."""
 
 ACTIONS: Final = (
     "subscribe",
@@ -43,6 +54,8 @@ ACTIONS: Final = (
     "cancel",
     "resume",
     "history",
+    "create_conversation",
+    "list_conversations",
     "subscribe_debug",
     "unsubscribe_debug",
 )
@@ -120,6 +133,16 @@ def conversation_of(frame: dict[str, Any]) -> str:
         raise FrameError("invalid_input", str(exc)) from None
 
 
+def limit_of(frame: dict[str, Any], most: int) -> int:
+    """The frame's ``limit``, 1 to ``most`` (``most`` when absent)."""
+    limit = frame.get("limit", most)
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise FrameError("invalid_input", "limit must be an integer")
+    if not 1 <= limit <= most:
+        raise FrameError("invalid_input", f"limit must be 1 to {most}")
+    return limit
+
+
 def error_for(exc: Exception) -> FrameError:
     """A server refusal (bad input, a conflict) as the error frame it becomes."""
     if isinstance(exc, FrameError):
@@ -141,16 +164,47 @@ def reply(action: str, request_id: Any, **fields: Any) -> dict[str, Any]:
 def in_flight_frame(
     conversation: str, seq: int, data: dict[str, Any]
 ) -> dict[str, Any]:
-    """The reply a conversation's running turn has streamed so far, sent right after
+    """What a conversation's running turn has streamed so far, sent right after
     ``subscribe``'s reply, before any live event: the text of every ``llm_deltas``
-    numbered up to ``seq``. The socket skips the events numbered up to ``seq`` still on their way,
-    so the next event a client sees is numbered ``seq + 1``."""
+    numbered up to ``seq``, and the todos as of then. The socket skips the events
+    numbered up to ``seq`` still on their way, so the next event a client sees is
+    numbered ``seq + 1``."""
     return {
         "event": "in_flight",
         "seq": seq,
         "conversation": conversation,
         "data": data,
     }
+
+
+def run_alive_frame(conversation: str, run: dict[str, Any]) -> dict[str, Any]:
+    """A conversation's active run is still there (``RUN_ALIVE_SECONDS``). Not a
+    numbered event: it has no ``seq`` and is not counted."""
+    return {
+        "event": "run_alive",
+        "conversation": conversation,
+        "data": {
+            "run_id": str(run["pk"]),
+            "status": run["status"],
+            "started_at": _iso(run.get("started_at")),
+            "heartbeat_at": _iso(run.get("heartbeat_at")),
+        },
+    }
+
+
+def conversation_json(conversation: Any) -> dict[str, Any]:
+    """A conversation as ``create_conversation`` and ``list_conversations`` give it."""
+    return {
+        "id": str(conversation.pk),
+        "title": conversation.title,
+        "metadata": conversation.metadata,
+        "created_at": _iso(conversation.created_at),
+        "updated_at": _iso(conversation.updated_at),
+    }
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 def error_frame(

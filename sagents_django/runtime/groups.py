@@ -1,5 +1,6 @@
 """Channel-layer group names: one per conversation, its debug stream, its control
-line (cancel / notify to the worker running its turn), and one per filesystem scope.
+line (cancel / notify to the worker running its turn), one per filesystem scope, and
+one per signed-in session (its sockets).
 
 Group names allow only ``[A-Za-z0-9._-]`` and fewer than 100 characters, so ids are
 written as UUID hex and a filesystem scope (any JSON value) as a short hash.
@@ -38,3 +39,9 @@ def files_group(filesystem_scope: Any) -> str:
     """File events of one filesystem scope (shared by every conversation in it)."""
     key = json.dumps(filesystem_scope, sort_keys=True, default=str)
     return f"{PREFIX}.files.{hashlib.sha256(key.encode()).hexdigest()[:32]}"
+
+
+def session_group(session_key: str) -> str:
+    """Every socket signed in by one session (closed when it signs out). Named by a
+    hash: the key is a secret, and group names show in the layer's Redis."""
+    return f"{PREFIX}.session.{hashlib.sha256(session_key.encode()).hexdigest()[:32]}"

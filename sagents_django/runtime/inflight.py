@@ -14,7 +14,10 @@ What is buffered: the top-level (not sub-agent) assistant message being streamed
 as its delta batches (text, thinking, tool-call pieces). It empties when that
 message is complete (its row is saved, ``llm_message``), when the run finishes, and
 when a run starts, which may be a run another worker took over after a crash: its
-reply streams again from the start and must not be shown twice.
+reply streams again from the start and must not be shown twice. Beside it, the
+running turn's latest todo list (``todos_updated``): the stored state only gets it
+when the turn ends, so a page opened mid-turn would draw the plan of before. It is
+kept until the run finishes (a run taken over keeps it: its steps' todos stand).
 
 Storage follows the event counter: beside a Redis channel layer, the counter and the
 buffer live in that Redis (one Lua script numbers the event and changes the buffer;
@@ -43,8 +46,9 @@ SWEEP_SECONDS = 60.0
 """How often the memory backend forgets the text of expired buffers."""
 RUN_KEY = "sagents:inflight:{}:run"
 DELTAS_KEY = "sagents:inflight:{}:deltas"
+TODOS_KEY = "sagents:inflight:{}:todos"
 
-Operation = Literal["append", "end_message", "start_run", "end_run", "count"]
+Operation = Literal["append", "end_message", "start_run", "end_run", "todos", "count"]
 
 _STAMP = """
 local seq = redis.call('INCR', KEYS[1])
@@ -54,13 +58,16 @@ if op == 'append' then
   redis.call('RPUSH', KEYS[3], ARGV[2])
   redis.call('EXPIRE', KEYS[3], ARGV[4])
   redis.call('EXPIRE', KEYS[2], ARGV[4])
+  redis.call('EXPIRE', KEYS[4], ARGV[4])
 elseif op == 'end_message' then
   redis.call('DEL', KEYS[3])
 elseif op == 'start_run' then
   redis.call('DEL', KEYS[3])
   redis.call('SET', KEYS[2], ARGV[2], 'EX', ARGV[4])
 elseif op == 'end_run' then
-  redis.call('DEL', KEYS[2], KEYS[3])
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+elseif op == 'todos' then
+  redis.call('SET', KEYS[4], ARGV[2], 'EX', ARGV[4])
 end
 return seq
 """
@@ -80,6 +87,9 @@ class InFlight:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     """Tool calls streamed so far, by ``index``: ``{"index", "call_id", "name",
     "arguments"}`` with the arguments' JSON text as far as it came."""
+    todos: list[dict[str, Any]] | None = None
+    """The running turn's latest todo list (``todos_updated``), newer than the
+    stored state's; None when the turn has announced none."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,6 +121,8 @@ def operation(
         return "start_run"
     if event == "run_finished":
         return "end_run"
+    if event == "todos_updated" and isinstance(data.get("todos"), list):
+        return "todos"
     return "count"
 
 
@@ -162,6 +174,8 @@ async def stamp(
         return _memory_stamp(conversation_id, op, data)
     if op == "append":
         payload = json.dumps(data["deltas"], ensure_ascii=False, separators=(",", ":"))
+    elif op == "todos":
+        payload = json.dumps(data["todos"], ensure_ascii=False, separators=(",", ":"))
     elif op == "start_run":
         payload = str(data.get("run_id") or "")
     else:
@@ -187,12 +201,13 @@ async def read(conversation_id: str) -> InFlight:
 
 
 def _redis_read(url: str, conversation_id: str) -> InFlight:
-    seq_key, run_key, deltas_key = _keys(conversation_id)
+    seq_key, run_key, deltas_key, todos_key = _keys(conversation_id)
     with layer.sync_redis_client(url).pipeline(transaction=True) as pipe:
         pipe.get(seq_key)
         pipe.get(run_key)
         pipe.lrange(deltas_key, 0, -1)
-        seq, run_id, raw = pipe.execute()
+        pipe.get(todos_key)
+        seq, run_id, raw, raw_todos = pipe.execute()
     batches = []
     for item in raw:
         try:
@@ -206,6 +221,19 @@ def _redis_read(url: str, conversation_id: str) -> InFlight:
         text=text,
         thinking=thinking,
         tool_calls=calls,
+        todos=_todos(raw_todos),
+    )
+
+
+def _todos(raw: Any) -> list[dict[str, Any]] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return (
+        [t for t in value if isinstance(t, dict)] if isinstance(value, list) else None
     )
 
 
@@ -219,6 +247,7 @@ def _keys(conversation_id: str) -> list[str]:
         layer.SEQ_KEY.format(conversation_id),
         RUN_KEY.format(conversation_id),
         DELTAS_KEY.format(conversation_id),
+        TODOS_KEY.format(conversation_id),
     ]
 
 
@@ -247,6 +276,7 @@ class _Entry:
     seq: int = 0
     run_id: str | None = None
     batches: list[list[dict[str, Any]]] = field(default_factory=list)
+    todos: list[dict[str, Any]] | None = None
     expires: float = 0.0
 
 
@@ -263,11 +293,11 @@ def _memory_stamp(conversation_id: str, op: Operation, data: dict[str, Any]) -> 
             _next_sweep = now + SWEEP_SECONDS
             for stale in _entries.values():
                 if stale.expires <= now:
-                    stale.run_id, stale.batches = None, []
+                    stale.run_id, stale.batches, stale.todos = None, [], None
         entry = _entries.setdefault(conversation_id, _Entry())
         entry.seq += 1
         if entry.expires <= now:
-            entry.run_id, entry.batches = None, []
+            entry.run_id, entry.batches, entry.todos = None, [], None
         if op == "append":
             entry.batches.append([dict(d) for d in data["deltas"]])
             entry.expires = now + INFLIGHT_TTL
@@ -278,7 +308,10 @@ def _memory_stamp(conversation_id: str, op: Operation, data: dict[str, Any]) -> 
             entry.batches = []
             entry.expires = now + INFLIGHT_TTL
         elif op == "end_run":
-            entry.run_id, entry.batches = None, []
+            entry.run_id, entry.batches, entry.todos = None, [], None
+        elif op == "todos":
+            entry.todos = [dict(t) for t in data["todos"] if isinstance(t, dict)]
+            entry.expires = now + INFLIGHT_TTL
         return entry.seq
 
 
@@ -290,7 +323,13 @@ def _memory_read(conversation_id: str) -> InFlight:
         if entry.expires <= time.monotonic():
             return InFlight(seq=entry.seq)
         seq, run_id, batches = entry.seq, entry.run_id, list(entry.batches)
+        todos = None if entry.todos is None else list(entry.todos)
     text, thinking, calls = fold(batches)
     return InFlight(
-        seq=seq, run_id=run_id, text=text, thinking=thinking, tool_calls=calls
+        seq=seq,
+        run_id=run_id,
+        text=text,
+        thinking=thinking,
+        tool_calls=calls,
+        todos=todos,
     )

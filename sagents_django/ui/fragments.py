@@ -7,7 +7,7 @@ row replaces its element, panels (status, plan, files, usage, title, approvals)
 are replaced whole from the database. Streamed text is appended escaped to
 ``#sg-stream-text`` and cleared when the finished message's row arrives (and when
 a run starts: a run taken over after a crash streams its reply again); a resync
-redraws it from the in-flight buffer.
+redraws it, and the plan, from the in-flight buffer.
 
 Everything here runs in a worker thread (it reads the database) and renders the
 same partial templates as the page, with autoescaping: no model text is marked
@@ -122,7 +122,10 @@ def resync(
     elif in_flight is not None:
         parts.append(stream(in_flight))
     parts.append(panels(chat))
-    parts.append(_partial("todo_panel", chat=chat, oob=True))
+    # The running turn's todos are newer than the stored state's (saved at its end).
+    live = in_flight.todos if in_flight is not None else None
+    plan = chat if live is None else _TodoChat(chat, {"todos": live})
+    parts.append(_partial("todo_panel", chat=plan, oob=True))
     parts.append(_partial("file_tree", chat=chat, oob=True))
     parts.append(_partial("title", conversation=conversation, oob=True))
     return "".join(parts)

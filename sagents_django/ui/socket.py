@@ -4,17 +4,20 @@
 socket is a viewer, like one of the JSON protocol); ``ws/sagents/html/`` follows
 the user's newest conversations for the list page (live titles and the approvals
 badge; not a viewer: a list is not watching a turn); ``.../<conversation>/debug/``
-is the inspector's debug stream (staff). Authorization is the JSON consumer's:
-no signed-in user closes with 4401, a conversation outside the user's scope with
-4404, before anything of it is sent.
+is the inspector's debug stream (staff). Signing in and out, viewers and frame
+order are the JSON consumer's (``sockets.AgentConsumerBase``): no signed-in user
+closes with 4401 (and so does its session signing out), a conversation outside the
+user's scope with 4404, before anything of it is sent.
 
 The database is the truth (invariant 1): the page's script asks for a resync each
 time the socket opens (``{"action": "resync", "after": <last row id>}``), and a gap
-in ``seq`` (the channel layer drops what it cannot deliver) triggers the same
-resync from here. Rows are keyed by id, so a resync never doubles one. A resync
+in ``seq`` that stands after the frames' short wait for order (the channel layer
+drops what it cannot deliver) triggers the same resync from here. Rows are keyed by id, so a resync never doubles one. A resync
 also redraws the streaming bubble from the in-flight buffer (``runtime.inflight``,
-read before the database), then skips the events numbered up to the buffer's
-``seq``: a page opened mid-reply shows the text so far, then the live deltas, once.
+read before the database), and the plan panel from the running turn's latest todos
+(the stored state has them only when the turn ends), then skips the events numbered
+up to the buffer's ``seq``: a page opened mid-reply shows the text and the plan so
+far, then the live events, once.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from typing import Any
 
 try:
     from channels.db import database_sync_to_async
-    from channels.generic.websocket import AsyncWebsocketConsumer
 except ImportError as exc:  # the socket is part of the "channels" extra
     raise ImportError(
         "sagents_django.ui.socket needs Channels: "
@@ -36,8 +38,9 @@ except ImportError as exc:  # the socket is part of the "channels" extra
 
 from sagents_django import protocol, services
 from sagents_django.exceptions import InvalidInput, NotFound
-from sagents_django.runtime import agent_server, groups, inflight, layer, viewers
-from sagents_django.scope import Scope, scope_class
+from sagents_django.runtime import agent_server, groups, inflight, layer
+from sagents_django.scope import Scope
+from sagents_django.sockets import AgentConsumerBase
 
 from . import fragments
 
@@ -53,16 +56,10 @@ LIST_FOLLOWED = 20
 MAX_CLIENT_FRAME = 1024
 
 
-class ChatPageConsumer(AsyncWebsocketConsumer):
+class ChatPageConsumer(AgentConsumerBase):
     conversation: str | None = None
     debug = False
     followed: list[str]
-    agent_scope: Scope | None = None
-    last_seq: int | None = None
-    floor: inflight.Floor | None = None
-    """The events the last resync already drew."""
-    closed = False
-    refresher: asyncio.Task[None] | None = None
     flusher: asyncio.Task[None] | None = None
     pending: list[str]
     sending: asyncio.Lock
@@ -70,46 +67,33 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         # Subscribed before accepted: once the page sees the socket open, no event
         # can slip between (its resync then covers everything before).
+        self.setup()
         self.followed = []
         self.pending = []
         self.sending = asyncio.Lock()
-        if self.channel_layer is None:
-            # Nothing could reach this socket (check W002 says so at start-up).
-            logger.error("No channel layer: set CHANNEL_LAYERS for live events")
-            await self._refuse(protocol.CLOSE_NO_CHANNEL_LAYER)
-            return
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self._refuse(protocol.CLOSE_UNAUTHENTICATED)
+        if not await self.sign_in():
             return
         kwargs = self.scope["url_route"]["kwargs"]
         self.debug = bool(kwargs.get("debug"))
-        scope = await database_sync_to_async(scope_class().for_user)(user)
-        self.agent_scope = scope
+        scope = self.the_scope()
         cid = kwargs.get("conversation_id")
         try:
             if cid is None:
                 await self._follow_list(scope)
             elif self.debug:
-                if not user.is_staff:
-                    await self._refuse(protocol.CLOSE_NOT_FOUND)
+                if not self.user.is_staff:
+                    await self.refuse(protocol.CLOSE_NOT_FOUND)
                     return
                 await agent_server.asubscribe_debug(scope, cid, self.channel_name)
                 self.conversation = str(cid)
             else:
                 await agent_server.asubscribe(scope, cid, self.channel_name)
                 self.conversation = str(cid)
-                self.refresher = asyncio.ensure_future(self._refresh())
+                self.start_viewing(self.conversation)
         except (NotFound, InvalidInput):
-            await self._refuse(protocol.CLOSE_NOT_FOUND)
+            await self.refuse(protocol.CLOSE_NOT_FOUND)
             return
         await self.accept()
-
-    async def _refuse(self, code: int) -> None:
-        # Accepted, then closed: a refusal before accepting is an HTTP 403 with
-        # no close code, and the page's script tells the person why.
-        await self.accept()
-        await self._close(code)
 
     async def _follow_list(self, scope: Scope) -> None:
         rows = await database_sync_to_async(services.list_conversations)(
@@ -119,36 +103,19 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
             await layer.group_add(groups.conversation_group(row.pk), self.channel_name)
             self.followed.append(str(row.pk))
 
-    async def _refresh(self) -> None:
-        """Renew the viewer entry while the page is open (entries expire)."""
-        while not self.closed and self.conversation is not None:
-            await asyncio.sleep(viewers.REFRESH_SECONDS)
-            await viewers.arefresh({self.conversation}, self.channel_name)
-
     async def disconnect(self, code: int) -> None:
         self.closed = True
-        for task in (self.refresher, self.flusher):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+        if self.flusher is not None:
+            self.flusher.cancel()
+            with contextlib.suppress(BaseException):
+                await self.flusher
+        await super().disconnect(code)
         for cid in self.followed:
             await layer.group_discard(groups.conversation_group(cid), self.channel_name)
-        if self.conversation is None:
-            return
-        if self.debug:
+        if self.conversation is not None and self.debug:
             await layer.group_discard(
                 groups.debug_group(self.conversation), self.channel_name
             )
-        else:
-            await layer.group_discard(
-                groups.conversation_group(self.conversation), self.channel_name
-            )
-            await viewers.release(self.conversation, self.channel_name)
-
-    async def _close(self, code: int) -> None:
-        self.closed = True
-        await self.close(code=code)
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
@@ -173,16 +140,17 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
         await self._resync(after)
 
     async def _resync(self, after: Any) -> None:
-        assert self.agent_scope is not None and self.conversation is not None
+        assert self.conversation is not None
         # The buffer before the database: what an event numbered up to its seq did
         # is in one or the other (runtime.inflight).
         snapshot = await inflight.read(self.conversation)
-        self.floor = inflight.Floor(snapshot.seq)
-        self.last_seq = snapshot.seq
         html = await database_sync_to_async(fragments.resync)(
-            self.agent_scope, self.conversation, after, in_flight=snapshot
+            self.the_scope(), self.conversation, after, in_flight=snapshot
         )
         await self._emit(html)
+        held = self.rebase(self.conversation, snapshot.seq)
+        if held:
+            await self.deliver(self.conversation, held, gap=False)
 
     async def _emit(self, html: str, *, stream: bool = False) -> None:
         if not html or self.closed:
@@ -220,29 +188,29 @@ class ChatPageConsumer(AsyncWebsocketConsumer):
             html = await database_sync_to_async(fragments.for_list_event)(
                 self.agent_scope, message
             )
-        else:
-            if message.get("conversation") != self.conversation:
-                return
-            seq = message.get("seq")
-            if self.floor is not None and self.floor.skips(seq):
-                return
-            gap = (
-                isinstance(seq, int)
-                and self.last_seq is not None
-                and seq != self.last_seq + 1
-            )
-            if isinstance(seq, int):
-                self.last_seq = seq
-            if gap:
-                await self._resync(None)
+            await self._emit(html)
+            return
+        if message.get("conversation") != self.conversation:
+            return
+        await self.order(self.conversation, message)
+
+    async def deliver(
+        self, key: str, messages: list[dict[str, Any]], *, gap: bool
+    ) -> None:
+        if gap:
+            # Numbers given up on: what they did is in the database.
+            await self._resync(None)
+            return
+        for message in messages:
+            if self.closed:
                 return
             if message.get("event") == "llm_deltas":
                 # No database read: rendered here, gathered into fewer frames.
                 await self._emit(
-                    fragments.for_event(self.agent_scope, message), stream=True
+                    fragments.for_event(self.the_scope(), message), stream=True
                 )
-                return
+                continue
             html = await database_sync_to_async(fragments.for_event)(
-                self.agent_scope, message
+                self.the_scope(), message
             )
-        await self._emit(html)
+            await self._emit(html)

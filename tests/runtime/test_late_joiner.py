@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.openai_server import reply
+from tests.fakes.openai_server import reply, tool_call
 from tests.runtime import follow as follow_module
 from tests.runtime.follow import new_conversation
 from tests.runtime.ws_client import Socket, connect, streamed
@@ -96,4 +96,40 @@ async def test_a_socket_joining_between_turns_gets_nothing_in_flight(
         "text": "",
         "thinking": "",
         "tool_calls": [],
+        "todos": [],
     }
+
+
+async def test_a_socket_joining_mid_turn_gets_the_todos_the_turn_wrote_so_far(
+    site: Any,
+) -> None:
+    plan = {
+        "todos": [
+            {"content": "Read the brief", "status": "completed"},
+            {"content": "Answer it", "status": "in_progress"},
+        ]
+    }
+    site.script(
+        reply(tool_calls=[tool_call("write_todos", plan)]),
+        reply(TEXT, chunks=len(WORDS), delay=0.03),
+    )
+    scope, conversation = await new_conversation()
+    cid = str(conversation.pk)
+    first = await connect(scope.user)
+    await first.send("subscribe", conversation=cid)
+    await first.send("send", conversation=cid, text="Plan, then answer")
+    await first.event("todos_updated")
+    await first.event("llm_deltas")  # the answer streams: the turn is not over
+
+    late = await connect(scope.user)
+    joined = await late.send("subscribe", conversation=cid)
+    in_flight = await late.event("in_flight")
+    await late.disconnect()
+    await first.event("run_finished")
+    await first.disconnect()
+
+    # The stored state gets the plan when the turn ends; the joiner is shown it now.
+    wanted = [(t["content"], t["status"]) for t in plan["todos"]]
+    assert [(t["content"], t["status"]) for t in joined["todos"]] == wanted
+    assert [(t["content"], t["status"]) for t in in_flight["data"]["todos"]] == wanted
+    assert joined["status"] == "running"

@@ -60,6 +60,7 @@ async def test_a_turn_followed_over_the_socket_arrives_in_order_without_gaps(
         "text": "",
         "thinking": "",
         "tool_calls": [],
+        "todos": [],
     }
     assert names[1] == "display_message_saved"
     assert names.index("run_started") < names.index("llm_deltas")
@@ -120,6 +121,7 @@ async def test_a_site_without_a_channel_layer_closes_the_socket_with_1011(
         ("cancel", {}),
         ("resume", {"decisions": [{"type": "approve"}]}),
         ("history", {}),
+        ("history", {"before": 1}),
         ("unsubscribe", {}),
     ],
 )

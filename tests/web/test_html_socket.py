@@ -265,3 +265,47 @@ async def test_a_run_starting_clears_the_streaming_bubble() -> None:
         '<div id="sg-stream-text" class="sg-plain" aria-live="polite" aria-atomic="false"></div>'
         in html
     )
+
+
+async def test_frames_that_cross_on_the_way_are_drawn_in_order_without_a_resync() -> (
+    None
+):
+    alice, _, conversation = await person("alice")
+    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    group = groups.conversation_group(conversation.pk)
+    base = {"type": "agent.event", "conversation": str(conversation.pk)}
+
+    for seq in (1, 3, 2):
+        data = {"deltas": [{"content": f"<{seq}>"}]}
+        await layer.group_send(
+            group, {**base, "event": "llm_deltas", "seq": seq, "data": data}
+        )
+        if seq == 1:
+            first = await socket.receive_from(5)
+    crossed = await socket.receive_from(5)
+    await socket.disconnect()
+
+    stream = '<div hx-swap-oob="beforeend:#sg-stream-text">{}</div>'
+    assert first == stream.format("&lt;1&gt;")
+    assert crossed == stream.format("&lt;2&gt;") + stream.format("&lt;3&gt;")
+
+
+async def test_a_page_opened_mid_turn_draws_the_plan_the_turn_wrote_so_far() -> None:
+    from sagents_django.models import AgentRun
+    from sagents_django.runtime.publisher import publish
+
+    alice, _, conversation = await person("alice")
+    run = await AgentRun.objects.acreate(conversation=conversation, status="running")
+    cid = str(conversation.pk)
+    await publish(cid, "run_started", {"run_id": str(run.pk), "trigger": "message"})
+    todos = [{"id": "1", "content": "Pack <light>", "status": "in_progress"}]
+    await publish(cid, "todos_updated", {"todos": todos})
+
+    socket, _ = await connect(alice, f"/ws/sagents/html/{cid}/")
+    await socket.send_to(text_data=json.dumps({"action": "resync", "after": None}))
+    html = await socket.receive_from(5)
+    await socket.disconnect()
+
+    # The stored state has no plan yet (the turn saves it when it ends).
+    assert "Nothing planned right now." not in html
+    assert "in progress</span> Pack &lt;light&gt;</li>" in html

@@ -75,7 +75,9 @@
   });
   document.addEventListener("htmx:wsClose", function (event) {
     var code = event.detail.event && event.detail.event.code;
-    if (code === 4401 || code === 4404) { setConnection("This conversation is not available."); return; }
+    // 4401: no signed-in session, or it signed out (in this tab or another).
+    if (code === 4401) { setConnection("You are signed out: sign in again to go on."); return; }
+    if (code === 4404) { setConnection("This conversation is not available."); return; }
     setConnection("Connection lost: reconnecting…");
     // 4503: the server is stopping for a deploy. htmx reconnects by itself only
     // on 1006/1011/1012/1013, which an application under daphne cannot send, so
