@@ -15,7 +15,7 @@ class SagentsDjangoConfig(AppConfig):
         from django.core import checks
         from django.core.signals import setting_changed
 
-        from sagents_django import conf, signals
+        from sagents_django import conf, sign_out
         from sagents_django.checks import (
             check_channel_layer,
             check_sagents_settings,
@@ -27,5 +27,5 @@ class SagentsDjangoConfig(AppConfig):
         checks.register(check_scope_resolves_owner)
         setting_changed.connect(conf.reset_on_setting_changed)
         user_logged_out.connect(
-            signals.close_signed_out_sockets, dispatch_uid="sagents_close_sockets"
+            sign_out.close_sockets, dispatch_uid="sagents_close_sockets"
         )

@@ -156,6 +156,7 @@ class AgentSocketConsumer(AgentConsumerBase):
             "conversation": cid,
             "run_id": submission.run_id,
             "queued": submission.queued,
+            "held": submission.held,
             "message_ids": submission.message_ids,
         }
 
@@ -169,6 +170,11 @@ class AgentSocketConsumer(AgentConsumerBase):
         if "decisions" not in frame:
             raise FrameError("invalid_input", "decisions is required (a list)")
         run_id = await agent_server.aresume(self.the_scope(), cid, frame["decisions"])
+        return {"conversation": cid, "run_id": run_id}
+
+    async def dismiss(self, frame: dict[str, Any]) -> dict[str, Any]:
+        cid = protocol.conversation_of(frame)
+        run_id = await agent_server.adismiss(self.the_scope(), cid)
         return {"conversation": cid, "run_id": run_id}
 
     async def history(self, frame: dict[str, Any]) -> dict[str, Any]:
@@ -285,6 +291,7 @@ HANDLERS: dict[str, Handler] = {
     "send": AgentSocketConsumer.send_message,
     "cancel": AgentSocketConsumer.cancel,
     "resume": AgentSocketConsumer.resume,
+    "dismiss": AgentSocketConsumer.dismiss,
     "history": AgentSocketConsumer.history,
     "create_conversation": AgentSocketConsumer.create_conversation,
     "list_conversations": AgentSocketConsumer.list_conversations,

@@ -53,6 +53,7 @@ ACTIONS: Final = (
     "send",
     "cancel",
     "resume",
+    "dismiss",
     "history",
     "create_conversation",
     "list_conversations",

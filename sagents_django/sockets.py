@@ -3,7 +3,7 @@
 The JSON protocol's socket (``consumers.AgentSocketConsumer``) and the chat pages'
 (``ui.socket.ChatPageConsumer``) sign in the same way (no channel layer closes with
 1011, no signed-in user with 4401), close the same way when the session that
-signed them in signs out (4401, ``signals.close_signed_out_sockets``), stay viewers
+signed them in signs out (4401, ``sign_out.close_sockets``), stay viewers
 of what they follow while open (viewer entries expire unless renewed), and put each
 conversation's frames back in ``seq`` order (``sequencing``) before they show them.
 """

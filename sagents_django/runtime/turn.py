@@ -467,6 +467,18 @@ class Turn:
             )
         return await self._end(Ending(status=status, usage=usage))
 
+    def _end_on_database(self, ending: Ending) -> Any:
+        # The price comes from litellm's cost map, whose first use imports litellm
+        # (seconds): never on the turn's loop, which streams every other turn.
+        ending = replace(ending, cost=cost_of(self.agent, ending.usage))
+        return end_run(
+            self.scope,
+            self.agent_run,
+            ending,
+            display=self.recorder.display,
+            context=self.context(),
+        )
+
     async def _end_anyway(self, error: str) -> str:
         """End the run as an error after a failure the turn did not handle."""
         return await self._end(Ending.failed(error))
@@ -482,17 +494,10 @@ class Turn:
             return "lost"
         ending = replace(
             ending,
-            cost=cost_of(self.agent, ending.usage),
             interrupt_data=self.state.interrupt_data,
             carry_own=not self.delivered,
         )
-        ended = await db(end_run)(
-            self.scope,
-            self.agent_run,
-            ending,
-            display=self.recorder.display,
-            context=self.context(),
-        )
+        ended = await db(self._end_on_database)(ending)
         try:
             for event, data in ended.events():
                 await self.publisher.publish(event, data)

@@ -120,6 +120,7 @@ async def test_a_site_without_a_channel_layer_closes_the_socket_with_1011(
         ("send", {"text": "let me in"}),
         ("cancel", {}),
         ("resume", {"decisions": [{"type": "approve"}]}),
+        ("dismiss", {}),
         ("history", {}),
         ("history", {"before": 1}),
         ("unsubscribe", {}),
@@ -309,6 +310,49 @@ async def test_an_approval_is_resumed_over_the_socket_and_a_second_resume_confli
     assert resumed["ok"] and resumed["run_id"]
     assert finished["data"]["status"] == "completed"
     assert second["ok"] is False and second["error"]["code"] == "conflict"
+    assert seqs_are_contiguous(sock.events())
+
+
+async def test_a_pending_approval_is_dismissed_over_the_socket(site: Any) -> None:
+    site.script(
+        reply(
+            tool_calls=[
+                tool_call("write_file", {"file_path": "/a.txt", "content": "hi"})
+            ]
+        ),
+        reply("No file, then."),
+    )
+    scope, conversation = await new_conversation()
+    cid = str(conversation.pk)
+    sock = await connect(scope.user)
+    await sock.send("subscribe", conversation=cid)
+    await sock.send("send", conversation=cid, text="Write it")
+    await sock.event("run_finished")
+    held = await sock.send("send", conversation=cid, text="or not?")
+
+    dismissed = await sock.send("dismiss", conversation=cid)
+    answered = await sock.until(
+        lambda f: (
+            f.get("event") == "run_finished"
+            and f["data"]["run_id"] == dismissed.get("run_id")
+        )
+    )
+    again = await sock.send("dismiss", conversation=cid)
+    await sock.disconnect()
+
+    assert held["ok"] and held["held"] and held["queued"]
+    assert dismissed["ok"] and dismissed["run_id"]
+    assert answered["data"]["status"] == "completed"
+    assert again["ok"] is False and again["error"]["code"] == "conflict"
+    rows = [
+        f["data"]["display_message"]
+        for f in sock.events()
+        if f["event"] in ("display_message_saved", "display_message_updated")
+    ]
+    assert any(
+        r["content_type"] == "tool_call" and r["status"] == "cancelled" for r in rows
+    )
+    assert any(r["metadata"].get("kind") == "approval_dismissed" for r in rows)
     assert seqs_are_contiguous(sock.events())
 
 
