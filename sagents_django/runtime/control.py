@@ -7,6 +7,10 @@ embedded default), else sent over the control group to whichever worker runs it.
 The layer delivers at most once, so a cancel is also written to the run's row
 (``cancel_requested``), which the turn's heartbeat reads: a lost message delays a
 stop by one heartbeat, never loses it.
+
+For the same reason the layer never holds up or ends a turn: the turn listens from
+a task of its own, which joins the control group in the background and keeps trying
+(logged once) while the layer is down or its connections are stale after a restart.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from . import groups, layer
 logger = logging.getLogger(__name__)
 
 CONTROL_TYPE = "sagents.control"
+RETRY_SECONDS = (1.0, 30.0)
+"""How long the listener waits after the layer failed: first, at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +79,9 @@ async def listening(handle: TurnHandle) -> AsyncIterator[None]:
         _local[handle.conversation_id] = handle
     channel_layer = layer.get_layer()
     listener: asyncio.Task[None] | None = None
-    channel = None
-    group = groups.control_group(handle.conversation_id)
+    if channel_layer is not None and not layer.is_in_memory(channel_layer):
+        listener = asyncio.ensure_future(_listen(channel_layer, handle))
     try:
-        if channel_layer is not None and not layer.is_in_memory(channel_layer):
-            channel = await channel_layer.new_channel()
-            await channel_layer.group_add(group, channel)
-            listener = asyncio.ensure_future(_listen(channel_layer, channel, handle))
         yield
     finally:
         with _lock:
@@ -89,21 +91,43 @@ async def listening(handle: TurnHandle) -> AsyncIterator[None]:
             listener.cancel()
             with contextlib.suppress(BaseException):
                 await listener
-        if channel is not None and channel_layer is not None:
+
+
+async def _listen(channel_layer: Any, handle: TurnHandle) -> None:
+    """Join the control group and hand its messages to ``handle``; on a failure of
+    the layer, wait and try again (joining again: a restarted Redis forgot us)."""
+    group = groups.control_group(handle.conversation_id)
+    channel: str | None = None
+    joined = False
+    first, longest = RETRY_SECONDS
+    delay = first
+    try:
+        while True:
+            try:
+                if channel is None:
+                    channel = await channel_layer.new_channel()
+                if not joined:
+                    await channel_layer.group_add(group, channel)
+                    joined = True
+                message = await channel_layer.receive(channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if delay == first:
+                    # The heartbeat's read of the run row still stops the turn.
+                    logger.warning(
+                        "Control channel of run %s failed; retrying in the background",
+                        handle.run_id,
+                        exc_info=True,
+                    )
+                joined = False
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, longest)
+                continue
+            delay = first
+            if isinstance(message, dict) and message.get("type") == CONTROL_TYPE:
+                handle.deliver(message)
+    finally:
+        if joined and channel is not None:
             with contextlib.suppress(Exception):
                 await channel_layer.group_discard(group, channel)
-
-
-async def _listen(channel_layer: Any, channel: str, handle: TurnHandle) -> None:
-    while True:
-        try:
-            message = await channel_layer.receive(channel)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # Redis went away: the heartbeat's read of the run row still stops us.
-            logger.warning("Control channel of %s failed", handle.run_id, exc_info=True)
-            await asyncio.sleep(1)
-            continue
-        if isinstance(message, dict) and message.get("type") == CONTROL_TYPE:
-            handle.deliver(message)

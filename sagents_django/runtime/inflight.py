@@ -51,7 +51,7 @@ TODOS_KEY = "sagents:inflight:{}:todos"
 Operation = Literal["append", "end_message", "start_run", "end_run", "todos", "count"]
 
 _STAMP = """
-local seq = redis.call('INCR', KEYS[1])
+local seq = redis.call('INCRBY', KEYS[1], ARGV[5])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 local op = ARGV[1]
 if op == 'append' then
@@ -180,12 +180,14 @@ async def stamp(
         payload = str(data.get("run_id") or "")
     else:
         payload = ""
-    client = layer.redis_client(url)
-    script = client.register_script(_STAMP)
-    value = await script(
-        keys=_keys(conversation_id),
-        args=[op, payload, layer.SEQ_TTL, INFLIGHT_TTL],
-    )
+    keys = _keys(conversation_id)
+    script = layer.redis_client(url).register_script(_STAMP)
+    # The counter also moves past events lost before they could be numbered, so
+    # the client sees a gap where they were (layer.numbering).
+    with layer.numbering(url, keys[0]) as step:
+        value = await script(
+            keys=keys, args=[op, payload, layer.SEQ_TTL, INFLIGHT_TTL, step]
+        )
     return int(value)
 
 

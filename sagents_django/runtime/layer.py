@@ -13,16 +13,23 @@ process counter beside the in-memory one, whose subscribers all live in this
 process). A conversation's own events are numbered by ``inflight.stamp`` (the
 same Redis key; in memory, counters of its own) together with the text its running
 turn has streamed. A client that sees a gap re-reads the database.
+
+So every event lost must leave a gap. One whose send fails does (its number was
+taken). One whose number cannot be taken (the counter's Redis is down) is counted
+instead (``numbering``): the next number taken skips past it, and a task of this
+process's moves the counter past it as soon as Redis answers again, so even a turn's
+last events show as lost to a client that asks for the current number.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import itertools
 import logging
 import threading
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,12 +41,17 @@ SEQ_TTL = 7 * 24 * 3600
 
 HOP_TIMEOUT = 5.0
 """Seconds a send waits for the in-memory layer's home loop."""
+SETTLE_SECONDS = (1.0, 30.0)
+"""How often the counter of events lost unnumbered is retried: first, at most."""
 
 _home: dict[int, asyncio.AbstractEventLoop] = {}
 _counters: defaultdict[str, Iterator[int]] = defaultdict(lambda: itertools.count(1))
 _lock = threading.Lock()
-_redis_clients: dict[asyncio.AbstractEventLoop, Any] = {}
+_redis_clients: dict[tuple[asyncio.AbstractEventLoop, str], Any] = {}
 _sync_clients: dict[str, Any] = {}
+_unnumbered: Counter[str] = Counter()
+"""Events lost before their counter (a Redis key) could number them, by key."""
+_settlers: dict[str, asyncio.Task[None]] = {}
 
 
 def get_layer() -> Any:
@@ -155,29 +167,78 @@ async def next_seq(conversation_id: str) -> int:
     if url is None:
         with _lock:
             return next(_counters[conversation_id])
-    client = redis_client(url)
     key = SEQ_KEY.format(conversation_id)
-    async with client.pipeline(transaction=False) as pipe:
-        pipe.incr(key)
-        pipe.expire(key, SEQ_TTL)
-        value, _ = await pipe.execute()
+    with numbering(url, key) as step:
+        async with redis_client(url).pipeline(transaction=False) as pipe:
+            pipe.incrby(key, step)
+            pipe.expire(key, SEQ_TTL)
+            value, _ = await pipe.execute()
     return int(value)
 
 
+@contextlib.contextmanager
+def numbering(url: str, key: str) -> Iterator[int]:
+    """How far to move the counter ``key`` for one event: 1, plus the events lost
+    unnumbered since it last moved. If the block fails, this event is lost too: it
+    is counted, and a task retries moving the counter past the lost ones."""
+    with _lock:
+        step = 1 + _unnumbered.pop(key, 0)
+    try:
+        yield step
+    except BaseException:
+        # Also when Redis did move the counter and only its answer was lost: a
+        # loss may show as a wider gap than it was, never as none.
+        with _lock:
+            _unnumbered[key] += step
+        _settle_later(url, key)
+        raise
+
+
+def _settle_later(url: str, key: str) -> None:
+    task = _settlers.get(key)
+    if task is not None and not task.done() and not task.get_loop().is_closed():
+        return
+    _settlers[key] = asyncio.get_running_loop().create_task(_settle(url, key))
+
+
+async def _settle(url: str, key: str) -> None:
+    """Move the counter past the events lost unnumbered once Redis answers (the
+    next event numbered may be long in coming, or never come)."""
+    delay, longest = SETTLE_SECONDS
+    while True:
+        await asyncio.sleep(delay)
+        with _lock:
+            lost = _unnumbered.pop(key, 0)
+        if not lost:
+            return
+        try:
+            async with redis_client(url).pipeline(transaction=False) as pipe:
+                pipe.incrby(key, lost)
+                pipe.expire(key, SEQ_TTL)
+                await pipe.execute()
+        except Exception:
+            with _lock:
+                _unnumbered[key] += lost
+            delay = min(delay * 2, longest)
+            continue
+        logger.info("Counter %s moved past %d events lost unnumbered", key, lost)
+        return
+
+
 def redis_client(url: str) -> Any:
-    """One client per loop (redis.asyncio connections belong to the loop that made
-    them); dropped when the loop closes."""
+    """One client per loop and URL (redis.asyncio connections belong to the loop
+    that made them); dropped when the loop closes."""
     try:
         import redis.asyncio as redis
     except ImportError as exc:  # a Redis layer without redis-py: broken install
         raise RuntimeError("The Redis channel layer needs redis-py") from exc
 
     loop = asyncio.get_running_loop()
-    client = _redis_clients.get(loop)
+    client = _redis_clients.get((loop, url))
     if client is None:
-        for stale in [lp for lp in _redis_clients if lp.is_closed()]:
+        for stale in [k for k in _redis_clients if k[0].is_closed()]:
             _redis_clients.pop(stale, None)
-        client = _redis_clients[loop] = redis.Redis.from_url(url)
+        client = _redis_clients[loop, url] = redis.Redis.from_url(url)
     return client
 
 

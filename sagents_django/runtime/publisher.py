@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from . import groups, inflight, layer
@@ -112,9 +113,11 @@ class Publisher:
         self.conversation_id = str(conversation_id)
         self.window = window
         self.sent = 0
-        """Events sent (deltas batches count once)."""
+        """Messages sent (a deltas batch counts once, a file event's copy to its
+        files group once more)."""
         self.failed = 0
-        """Events the channel layer did not take."""
+        """Messages lost before the channel layer could take them (their number
+        could not be taken, or the layer raised)."""
         self._batches: list[tuple[dict[str, Any] | None, list[dict[str, Any]]]] = []
         """Deltas waiting, by sub-agent tag, in arrival order."""
         self._last_deltas = float("-inf")
@@ -141,7 +144,9 @@ class Publisher:
             await self._flush_locked()
             await self._send(event, data, debug=debug, subagent=subagent)
         if event in FILE_EVENTS and subagent is None:
-            await publish_file_event(self.conversation_id, event, data)
+            await self._guarded(
+                event, publish_file_event(self.conversation_id, event, data)
+            )
 
     def add_deltas(
         self, deltas: list[dict[str, Any]], *, subagent: dict[str, Any] | None = None
@@ -196,10 +201,14 @@ class Publisher:
         debug: bool = False,
         subagent: dict[str, Any] | None = None,
     ) -> None:
+        await self._guarded(
+            event,
+            publish(self.conversation_id, event, data, debug=debug, subagent=subagent),
+        )
+
+    async def _guarded(self, event: str, sending: Awaitable[Any]) -> None:
         try:
-            await publish(
-                self.conversation_id, event, data, debug=debug, subagent=subagent
-            )
+            await sending
         except Exception:
             # The layer is a best-effort notifier (the database is the truth): a
             # turn goes on when it is down, and clients resync from the database

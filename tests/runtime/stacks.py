@@ -16,6 +16,7 @@ its address when it starts) and is reset before each test.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -239,6 +240,69 @@ class Worker:
             self.process.wait(20)
         except subprocess.TimeoutExpired:
             self.kill()
+
+
+class PrivateRedis:
+    """A Redis server of this test's own (restarting the shared one would break
+    every other test session on the machine). With a ``data_dir`` it keeps its data
+    across a restart (every write on disk before it is answered), as a Redis with
+    persistence, or one cut off from the network for a while, would."""
+
+    def __init__(self, data_dir: Path | None = None) -> None:
+        from tests.test_readme_socket import free_port
+
+        self.port = free_port()
+        self.data_dir = data_dir
+        self.process: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> PrivateRedis:
+        import redis
+
+        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+        command += ["--save", ""]
+        if self.data_dir is None:
+            command += ["--appendonly", "no"]
+        else:
+            command += ["--appendonly", "yes", "--appendfsync", "always"]
+            command += ["--dir", str(self.data_dir)]
+        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                redis.Redis.from_url(self.url).ping()
+                return self
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+async def layer_works_again(timeout: float = 30) -> float:
+    """Seconds until this process's channel layer delivers a group message again
+    (it reconnects to the restarted server on its own)."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    while loop.time() - started < timeout:
+        try:
+            async with asyncio.timeout(1):
+                channel = await layer.new_channel()
+                await layer.group_add("probe", channel)
+                await layer.group_send("probe", {"type": "probe"})
+                await layer.receive(channel)
+                return loop.time() - started
+        except Exception:
+            await asyncio.sleep(0.2)
+    raise AssertionError("the channel layer did not come back")
 
 
 @pytest.fixture(scope="session")
