@@ -468,47 +468,6 @@ async def test_a_client_on_one_daphne_sees_a_turn_another_worker_finished_once(
     assert [r.message_type for r in stored] == ["user", "assistant"]
 
 
-class PrivateRedis:
-    """A Redis server of this test's own (restarting the shared one would break
-    every other test session on the machine)."""
-
-    def __init__(self) -> None:
-        from tests.test_readme_socket import free_port
-
-        self.port = free_port()
-        self.process: Any = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> PrivateRedis:
-        import subprocess
-        import time
-
-        import redis
-
-        self.process = subprocess.Popen(
-            [
-                *("redis-server", "--port", str(self.port), "--bind", "127.0.0.1"),
-                *("--save", "", "--appendonly", "no"),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        for _ in range(100):
-            try:
-                redis.Redis.from_url(self.url).ping()
-                return self
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-
 async def layer_works_again(timeout: float = 30) -> float:
     """Seconds until this process's channel layer delivers a group message again
     (it reconnects to the restarted server on its own)."""
@@ -531,8 +490,8 @@ async def layer_works_again(timeout: float = 30) -> float:
 
 
 @pytest.fixture(scope="module")
-def private_redis() -> Iterator[PrivateRedis]:
-    server = PrivateRedis().start()
+def private_redis() -> Iterator[stacks.PrivateRedis]:
+    server = stacks.PrivateRedis().start()
     try:
         yield server
     finally:
@@ -540,7 +499,7 @@ def private_redis() -> Iterator[PrivateRedis]:
 
 
 async def test_the_channel_layer_restarted_mid_turn_loses_nothing_stored(
-    site: Site, private_redis: PrivateRedis, settings: Any
+    site: Site, private_redis: stacks.PrivateRedis, settings: Any
 ) -> None:
     """Redis under the channel layer goes away mid-stream and comes back: the turn
     still ends, the database holds the reply once, and the next turn streams."""
