@@ -23,5 +23,10 @@ app.conf.update(
     task_acks_late=True,
     task_reject_on_worker_lost=True,
     worker_prefetch_multiplier=1,
+    # A broker that goes away never ends a turn: the worker keeps running it and waits
+    # for the broker however long it is down (not 100 tries), and the run's lease, not
+    # the message, says who runs the turn. Celery 6 would cancel such tasks by default.
+    broker_connection_max_retries=None,
+    worker_cancel_long_running_tasks_on_connection_loss=False,
 )
 app.autodiscover_tasks()

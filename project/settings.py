@@ -156,6 +156,11 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=12 * 60 * 60),
 }
+# kombu's Redis transport with the fix that keeps a worker alive when Redis restarts
+# under a running turn (sagents_django/redis_broker.py says why). Only for Redis:
+# a transport named here wins over the URL's scheme.
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT = "sagents_django.redis_broker:Transport"
 
 SAGENTS_MODEL = env.str("SAGENTS_MODEL", default="sagents/demo")
 SAGENTS = {

@@ -188,6 +188,13 @@ def test_celery_app_takes_json_only_and_acknowledges_late() -> None:
     assert celery_app.conf.worker_prefetch_multiplier == 1
 
 
+def test_celery_workers_keep_running_turns_while_the_broker_is_away() -> None:
+    from project import celery_app
+
+    assert celery_app.conf.broker_connection_max_retries is None  # wait, never exit
+    assert celery_app.conf.worker_cancel_long_running_tasks_on_connection_loss is False
+
+
 def test_asgi_application_drains_on_sigterm_and_routes_http_and_websocket() -> None:
     from project.asgi import application
     from sagents_django.asgi import DrainOnSigterm
