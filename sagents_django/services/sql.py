@@ -95,7 +95,13 @@ def insert_if_owned(
         values += [
             f.get_db_prep_save(f.pre_save(row, add=True), connection) for f in fields
         ]
-    one_row = f"({', '.join(['%s'] * len(fields))})"
+    # A NULL in VALUES has no type and PostgreSQL reads it as text, which a uuid or
+    # integer column refuses: nullable columns get their type spelled out.
+    one_row = "({})".format(
+        ", ".join(
+            f"CAST(%s AS {f.db_type(connection)})" if f.null else "%s" for f in fields
+        )
+    )
     sql = (
         f"WITH owned AS ({touch}) "
         f"INSERT INTO {quote(opts.db_table)} "

@@ -149,48 +149,6 @@ class Daphne:
         self.log.unlink(missing_ok=True)
 
 
-class PrivateRedis:
-    """A Redis server of a test's own, on a free port, that the test may kill and
-    start again on that port (restarting the shared one would break every other
-    test session on the machine). It keeps no data: it comes back empty."""
-
-    def __init__(self) -> None:
-        from tests.test_readme_socket import free_port
-
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> PrivateRedis:
-        import redis
-
-        self.process = subprocess.Popen(
-            [
-                *("redis-server", "--port", str(self.port), "--bind", "127.0.0.1"),
-                *("--save", "", "--appendonly", "no"),
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        for _ in range(200):
-            try:
-                with redis.Redis.from_url(self.url) as client:
-                    client.ping()
-                return self
-            except redis.ConnectionError:
-                assert self.process.poll() is None, "redis-server exited"
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        """``kill -9``: gone at once, as a crashed server would be."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-
 class Worker:
     """A Celery worker process running this session's turns."""
 
@@ -312,15 +270,18 @@ class PrivateRedis:
             command += ["--appendonly", "yes", "--appendfsync", "always"]
             command += ["--dir", str(self.data_dir)]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-        for _ in range(100):
+        for _ in range(200):
             try:
-                redis.Redis.from_url(self.url).ping()
+                with redis.Redis.from_url(self.url) as client:
+                    client.ping()
                 return self
             except redis.ConnectionError:
+                assert self.process.poll() is None, "redis-server exited"
                 time.sleep(0.05)
         raise RuntimeError("redis-server did not start")
 
     def stop(self) -> None:
+        """``kill -9``: gone at once, as a crashed server would be."""
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(10)
