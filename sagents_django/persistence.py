@@ -46,7 +46,7 @@ from sagents_django.core.persistence import (
 )
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.models import AgentState, DisplayMessage, PersistenceFailure
-from sagents_django.services.sql import isolated
+from sagents_django.services.sql import in_unit, isolated
 
 logger = logging.getLogger(__name__)
 
@@ -279,6 +279,8 @@ class DjangoDisplayMessagePersistence:
             logger.exception("Could not %s for %s", doing, context.agent_id)
             failure: Exception = exc
         except Exception as exc:
+            if in_unit():
+                raise  # the transaction is spoiled: the unit's owner tries it again
             logger.exception("Could not %s for %s", doing, context.agent_id)
             failure = exc
         record_failure(

@@ -23,6 +23,7 @@ from sagents_django.core import Message, State
 from sagents_django.core.serialization import serialize_state
 from sagents_django.core.todo import Todo
 from sagents_django.models import AgentStep
+from sagents_django.services.sql import insert_where
 
 from . import runs
 
@@ -67,25 +68,36 @@ class Checkpoints:
             return False
         keep, added = delta
         data = serialize_state(replace(state, messages=added))
+        step = AgentStep(
+            run_id=self.lease.run_id,
+            number=self.number + 1,
+            base_revision=self.base_revision,
+            keep=keep,
+            messages=data["messages"],
+            todos=data["todos"],
+            metadata=data["metadata"],
+            interrupt_data=data["interrupt_data"],
+        )
         with transaction.atomic(savepoint=False):
-            update: dict[str, Any] = {}
             if not self.declared:
-                update["checkpoint_revision"] = self.base_revision
-            if not runs.held(self.lease).update(**update, heartbeat_at=timezone.now()):
+                # The run names the revision its steps build on, once.
+                if not runs.held(self.lease).update(
+                    checkpoint_revision=self.base_revision, heartbeat_at=timezone.now()
+                ):
+                    raise runs.LeaseLost(f"Run {self.lease.run_id} was taken over")
+                step.save(force_insert=True)
+            elif not insert_where(step, runs.held(self.lease)):
+                # One statement: the step goes in only while the lease holds.
                 raise runs.LeaseLost(f"Run {self.lease.run_id} was taken over")
-            AgentStep.objects.create(
-                run_id=self.lease.run_id,
-                number=self.number + 1,
-                base_revision=self.base_revision,
-                keep=keep,
-                messages=data["messages"],
-                todos=data["todos"],
-                metadata=data["metadata"],
-                interrupt_data=data["interrupt_data"],
-            )
-        self.declared = True
-        self.number += 1
-        self.state = state
+
+            def advance() -> None:
+                # Only once it is in the database: a unit that fails and is tried
+                # again writes this step again.
+                self.declared = True
+                self.number += 1
+                self.state = state
+
+            transaction.on_commit(advance)
         return True
 
 

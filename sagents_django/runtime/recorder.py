@@ -26,6 +26,7 @@ from sagents_django.core.approvals import interrupt_from_dict
 from sagents_django.core.persistence import PersistenceContext, ToolInfo
 from sagents_django.persistence import display_callbacks, display_rows, record_failure
 from sagents_django.scope import Scope
+from sagents_django.services.sql import unit
 
 from . import runs
 from .checkpoints import Checkpoints
@@ -211,7 +212,7 @@ class Recorder:
     def _finish_call_rows(self, status: Any, info: ToolInfo) -> Any:
         for last in (False, True):
             try:
-                with transaction.atomic():
+                with unit() if not last else transaction.atomic():
                     if self.journal is not None:
                         self.journal.record(info["call_id"])
                     row = self.display.update_tool_status(
@@ -246,7 +247,7 @@ class Recorder:
         unit is tried once more on a checked connection (one the server closed
         mid-turn is replaced), then kept as far as it goes."""
         try:
-            with transaction.atomic():
+            with unit():
                 rows = list(
                     self.display.save_message(self.scope, message, self.context())
                 )
@@ -282,7 +283,7 @@ class Recorder:
         lease stops it."""
         assert self.checkpoints is not None
         try:
-            with transaction.atomic():
+            with unit():
                 self.checkpoints.write(state)
         except runs.LeaseLost:
             raise

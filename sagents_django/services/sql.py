@@ -21,11 +21,12 @@ which behaves the same, a few round trips slower.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, models, router, transaction
 from django.utils import timezone
 
 from sagents_django.exceptions import NotFound
@@ -49,15 +50,38 @@ def direct(scope: Scope, using: str) -> bool:
     )
 
 
+_in_unit: ContextVar[bool] = ContextVar("sagents_in_unit", default=False)
+
+
+@contextmanager
+def unit(using: str | None = None) -> Iterator[None]:
+    """One transaction whose writes succeed or fail together (a runtime step's rows,
+    checkpoint and journal entry): inside it ``isolated`` opens no savepoint and the
+    persistence lets a database error through, so the first failure fails the whole
+    unit, which its owner tries again. A savepoint per write cost two statements
+    each, and protected nothing a unit needs (``bench/durable_step.py``)."""
+    token = _in_unit.set(True)
+    try:
+        with transaction.atomic(using=using):
+            yield
+    finally:
+        _in_unit.reset(token)
+
+
+def in_unit() -> bool:
+    return _in_unit.get()
+
+
 def isolated(using: str | None = None) -> AbstractContextManager[Any]:
     """A savepoint if a transaction is open, else nothing.
 
     Inside a transaction, a failing statement aborts it on PostgreSQL; the savepoint
     undoes only what failed, so the caller's transaction stays usable. In autocommit
     each statement is its own transaction: a savepoint would need a BEGIN and a
-    COMMIT around it and protect nothing.
+    COMMIT around it and protect nothing. Inside a ``unit`` a failure fails the whole
+    unit, so no savepoint either.
     """
-    if transaction.get_autocommit(using or DEFAULT_DB_ALIAS):
+    if _in_unit.get() or transaction.get_autocommit(using or DEFAULT_DB_ALIAS):
         return nullcontext()
     return transaction.atomic(using=using)
 
@@ -239,3 +263,26 @@ def _fields(model: type[models.Model]) -> dict[str, models.Field[Any, Any]]:
         for f in model._meta.get_fields()
         if isinstance(f, models.Field) and f.concrete
     }
+
+
+def insert_where(row: models.Model, fence: models.QuerySet[Any]) -> bool:
+    """Insert ``row`` only while ``fence`` matches a row, as one statement
+    (``INSERT ... SELECT ... WHERE EXISTS``); whether it went in. The id is not read
+    back. Every value is cast to its column's type (a bare parameter in a SELECT
+    list is text to PostgreSQL)."""
+    model = type(row)
+    opts = model._meta
+    using = router.db_for_write(model)
+    connection = connections[using]
+    fields = [f for f in _fields(model).values() if f is not opts.pk]
+    values = [f.get_db_prep_save(f.pre_save(row, add=True), connection) for f in fields]
+    casts = ", ".join(f"CAST(%s AS {f.db_type(connection)})" for f in fields)
+    fence_sql, fence_params = fence.values("pk").query.sql_with_params()
+    sql = (
+        f"INSERT INTO {quote(opts.db_table)} "
+        f"({', '.join(column_of(f) for f in fields)}) "
+        f"SELECT {casts} WHERE EXISTS ({fence_sql})"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*values, *fence_params])
+        return bool(cursor.rowcount)
