@@ -13,6 +13,7 @@ worker.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,11 @@ from .tenure import Tenure
 
 logger = logging.getLogger(__name__)
 
+EXECUTING_AFTER = 0.25
+"""Seconds a tool runs before its card is written ``executing`` (the event says so
+at once): most calls finish sooner, and their card goes straight to its end, one
+write fewer per step."""
+
 
 @dataclass(kw_only=True, eq=False)
 class Recorder:
@@ -52,6 +58,17 @@ class Recorder:
     journal: DatabaseJournal | None = None
     resolving: set[str] = field(default_factory=set)
     """Interrupted tool calls whose results a resume may complete."""
+    step_calls: int = 0
+    """Tool calls the step's reply asked for."""
+    finished: int = 0
+    """Of those, how many have finished."""
+    deferred: list[tuple[Any, ToolInfo]] = field(default_factory=list)
+    """Finished calls whose journal entry and card are written with the tool
+    results' record, the step's next and last unit."""
+    marking: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    """Calls whose card shows ``executing`` if they still run after
+    ``EXECUTING_AFTER``."""
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
 
     @property
     def run_id(self) -> str:
@@ -118,17 +135,25 @@ class Recorder:
             # asks the model again, and never shows the reply twice.
             if message.tool_calls and message.status == "complete":
                 self.tenure.tools_started()
+                self.step_calls, self.finished = len(message.tool_calls), 0
             await self._record(ex, message)
             await publisher.publish("llm_message", {"message": message.to_dict()})
 
         async def on_tool_response(ex: Any, message: Message) -> None:
-            await self._record(ex, message)
+            await self._record(ex, message, settled=self._take_deferred())
 
         async def on_usage(_ex: Any, usage: TokenUsage) -> None:
             await publisher.publish("llm_token_usage", {"usage": usage.to_dict()})
 
+        async def mark_executing(ex: Any, call: Any, tool: Any) -> None:
+            self.marking.pop(call.call_id, None)
+            if not self.tenure.ended:
+                await saving["on_tool_execution_started"](ex, call, tool)
+
         async def on_tool_started(ex: Any, call: Any, tool: Any) -> None:
-            await saving["on_tool_execution_started"](ex, call, tool)
+            self.marking[call.call_id] = asyncio.get_running_loop().call_later(
+                EXECUTING_AFTER, lambda: self._spawn(mark_executing(ex, call, tool))
+            )
             update = {"status": "executing", "call_id": call.call_id}
             update.update(name=call.name, arguments=call.arguments)
             display_text = getattr(tool, "display_text", None)
@@ -137,21 +162,23 @@ class Recorder:
             await publisher.publish("tool_execution_update", update)
 
         async def on_tool_completed(ex: Any, call: Any, result: Any) -> None:
+            self._ran(call.call_id)
             if result.is_interrupt:
                 await saving["on_tool_execution_completed"](ex, call, result)
             else:
                 info: ToolInfo = {"call_id": call.call_id, "name": call.name}
                 info["result"] = result.text
-                await self._finish_call("completed", info)
+                await self._settle_call("completed", info)
             status = "interrupted" if result.is_interrupt else "completed"
             update = {"status": status, "call_id": call.call_id, "name": call.name}
             update["result"] = result.text
             await publisher.publish("tool_execution_update", update)
 
         async def on_tool_failed(ex: Any, call: Any, result: Any) -> None:
+            self._ran(call.call_id)
             info: ToolInfo = {"call_id": call.call_id, "name": call.name}
             info["error"] = result.text
-            await self._finish_call("failed", info)
+            await self._settle_call("failed", info)
             update = {"status": "failed", "call_id": call.call_id, "name": call.name}
             update["error"] = result.text
             await publisher.publish("tool_execution_update", update)
@@ -169,6 +196,7 @@ class Recorder:
                 )
 
         async def on_step_end(ex: Any) -> None:
+            await self.flush()
             await self._checkpoint(ex.state)
             self.tenure.step_ended()
             await publisher.publish(
@@ -199,6 +227,42 @@ class Recorder:
 
         return guarded
 
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def _ran(self, call_id: str) -> None:
+        """A call finished: its card need not show ``executing`` any more."""
+        self.finished += 1
+        timer = self.marking.pop(call_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    async def _settle_call(self, status: Any, info: ToolInfo) -> None:
+        """A finished call's journal entry and card: with the tool results' record
+        when this was the step's last call (it comes next: one transaction fewer),
+        else at once (other calls still run; this one must not run again)."""
+        if self.step_calls and self.finished >= self.step_calls:
+            self.deferred.append((status, info))
+        else:
+            await self._finish_call(status, info)
+
+    def _take_deferred(self) -> list[tuple[Any, ToolInfo]]:
+        deferred, self.deferred = self.deferred, []
+        return deferred
+
+    async def flush(self) -> None:
+        """Write what waits for a tool results' record that did not come (the step
+        was cancelled or paused), and let the executing marks end."""
+        for status, info in self._take_deferred():
+            await self._finish_call(status, info)
+        for timer in self.marking.values():
+            timer.cancel()
+        self.marking.clear()
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
     async def _finish_call(self, status: Any, info: ToolInfo) -> None:
         """A finished call's journal entry and its card's update, in one
         transaction; then the card is published."""
@@ -228,34 +292,64 @@ class Recorder:
             self.journal.forget(info["call_id"])
         return row
 
-    async def _record(self, ex: Any, message: Message) -> None:
+    async def _record(
+        self,
+        ex: Any,
+        message: Message,
+        *,
+        settled: list[tuple[Any, ToolInfo]] | None = None,
+    ) -> None:
         """Save ``message``'s display rows and checkpoint the state that holds it,
-        in one transaction; then publish the rows."""
+        with the journal entries and cards of the ``settled`` calls, in one
+        transaction; then publish the cards and the rows."""
+        settled = settled or []
         try:
-            rows = await db(self._record_rows)(message, ex.state)
+            cards, rows = await db(self._record_rows)(message, ex.state, settled)
         except runs.LeaseLost:
             self.tenure.lose()
             return
+        if self.journal is not None:
+            for _status, info in settled:
+                self.journal.forget(info["call_id"])
+        for card in cards:
+            await self.publisher.publish(
+                "display_message_updated",
+                {"display_message": display_message_json(card)},
+            )
         for row in rows:
             await self.publisher.publish(
                 "display_message_saved", {"display_message": display_message_json(row)}
             )
 
-    def _record_rows(self, message: Message, state: State) -> list[Any]:
+    def _settle_rows(self, settled: list[tuple[Any, ToolInfo]]) -> list[Any]:
+        cards = []
+        for status, info in settled:
+            if self.journal is not None:
+                self.journal.record(info["call_id"])
+            card = self.display.update_tool_status(
+                self.scope, status, info, self.context()
+            )
+            if card is not None:
+                cards.append(card)
+        return cards
+
+    def _record_rows(
+        self, message: Message, state: State, settled: list[tuple[Any, ToolInfo]]
+    ) -> tuple[list[Any], list[Any]]:
         """On a database thread. The persistence records and swallows a failed
         write, so a failure is seen by its missing rows or checkpoint: the whole
         unit is tried once more on a checked connection (one the server closed
         mid-turn is replaced), then kept as far as it goes."""
         try:
             with unit():
+                cards = self._settle_rows(settled)
                 rows = list(
                     self.display.save_message(self.scope, message, self.context())
                 )
                 if not rows and display_rows(message):
                     raise RuntimeError("The message's display rows were not saved")
-                assert self.checkpoints is not None
                 self.checkpoints.write(state)
-            return rows
+            return cards, rows
         except runs.LeaseLost:
             raise
         except Exception:
@@ -264,9 +358,10 @@ class Recorder:
             )
             reconnect()
         with transaction.atomic():
+            cards = self._settle_rows(settled)
             rows = list(self.display.save_message(self.scope, message, self.context()))
             self._write_checkpoint(state)
-        return rows
+        return cards, rows
 
     async def _checkpoint(self, state: State) -> None:
         assert self.checkpoints is not None

@@ -281,6 +281,7 @@ class Turn:
         try:
             self.state = await self._server_start(self.state)
             outcome = await self._start()
+            await self.recorder.flush()  # calls of a step cut short
             if self.tenure.lost:
                 return "lost"
             if self.tenure.handed_off:
