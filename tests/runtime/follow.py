@@ -82,6 +82,14 @@ class Follower:
                 if message["event"] == event:
                     return message
 
+    async def finished(self, run_id: Any, timeout: float = 30) -> dict[str, Any]:
+        """The ``run_finished`` of ``run_id`` (a verb's own short run may end
+        around it: a dismissal's, published after its commit)."""
+        while True:
+            event = await self.until("run_finished", timeout)
+            if event["data"]["run_id"] == str(run_id):
+                return event
+
     def names(self) -> list[str]:
         return [e["event"] for e in self.events]
 

@@ -115,9 +115,7 @@ async def test_the_dismiss_policy_dismisses_the_approval_and_answers_at_once(
     await follower.until("run_finished")
 
     submission = await agent_server.aadd_message(scope, conversation.pk, "never mind")
-    answered = await follower.until("run_finished")  # the dismissal's own short run
-    if answered["data"]["run_id"] != submission.run_id:
-        answered = await follower.until("run_finished")
+    answered = await follower.finished(submission.run_id)
 
     assert not submission.queued and submission.run_id
     assert answered["data"]["status"] == "completed"
@@ -163,8 +161,8 @@ async def test_dismiss_abandons_the_approval_and_the_conversation_goes_on(
     assert card.status == "cancelled"
     assert await sync_to_async(approvals.inbox_count)(scope) == 0
 
-    await agent_server.aadd_message(scope, conversation.pk, "ok then?")
-    finished = await follower.until("run_finished")
+    sent = await agent_server.aadd_message(scope, conversation.pk, "ok then?")
+    finished = await follower.finished(sent.run_id)
     assert finished["data"]["status"] == "completed"
     # Every call of the history is answered for the provider.
     tool_messages = [m for m in site.requests[1].messages if m["role"] == "tool"]
@@ -180,10 +178,9 @@ async def test_dismissing_held_messages_answers_them(site: Any) -> None:
     await agent_server.aadd_message(scope, conversation.pk, "what now?")
 
     run_id = await agent_server.adismiss(scope, conversation.pk)
-    answered = await follower.until("run_started")
-    finished = await follower.until("run_finished")
+    assert run_id is not None
+    finished = await follower.finished(run_id)
 
-    assert run_id is not None and answered["data"]["run_id"] == run_id
     assert finished["data"]["status"] == "completed"
     assert sent_texts(site.requests[1])[-1] == "what now?"
 
