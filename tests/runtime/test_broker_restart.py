@@ -38,9 +38,13 @@ TRANSPORT = "sagents_django.redis_broker:Transport"
 def send_turns_to(url: str, queue: str, transport: str | None = None) -> None:
     """This process's Celery app publishes to ``url``'s ``queue`` from now on (its
     connection and producer pools were made for the broker it had)."""
+    from kombu import pools
+
     from project.celery import app
 
-    app.pool.force_close_all()
+    # Closed and forgotten: kombu keeps its pools by connection, and a closed one
+    # left there is what the next task sent to that broker would get.
+    pools.reset()
     app._pool = None
     app.amqp._producer_pool = None
     app.conf.broker_url = url
