@@ -73,7 +73,6 @@ import math
 import os
 import random
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -94,6 +93,7 @@ from bench.stack import (
     ROOT,
     connect,
     cpu_seconds,
+    free_port,
     make_conversations,
     make_user,
     percentile,
@@ -101,7 +101,7 @@ from bench.stack import (
     rss_mb,
     setup_django,
     stack_env,
-    start_daphne,
+    start_server,
     start_worker,
     stop,
 )
@@ -549,13 +549,11 @@ async def run_load(args: argparse.Namespace) -> None:
     prepare_database(DATABASE)
     setup_django(env)
     user, cookie = await sync_to_async(make_user)(f"load-{SESSION}")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     concurrency = args.steady + args.burst + 10
     worker = start_worker(env, queue=QUEUE, concurrency=concurrency,
                           log=logs / "worker.log")  # fmt: skip
-    daphne = start_daphne(env, port=port, log=logs / "daphne.log")
+    daphne = start_server(env, port=port, log=logs / "daphne.log")
     tap = Tap(env, logs)
     load = Load(args=args, port=port, cookie=cookie, user=user, tap=tap)
     try:

@@ -14,9 +14,11 @@ chunk's latency. Clients and provider share this process's clock. Printed:
   every chunk of every conversation of the round; the median over rounds;
 - frames per reply: WebSocket frames a client received for one turn (all events),
   and how many of them were ``llm_deltas``;
-- worker CPU per streamed chunk (user + system time of the worker process over the
-  round, divided by the content chunks streamed) and the worker's and daphne's
-  resident memory after the round (and idle, before the first);
+- worker CPU per streamed chunk (user + system time of the worker processes over
+  the round, divided by the content chunks streamed), the busiest worker process's
+  share of that CPU (how evenly the turns spread), the cores the workers used
+  while the turns ran (one process is held to one by the GIL), and the workers' (summed) and
+  daphne's resident memory after the round (and idle, before the first);
 - submit → first delta, minus the provider's own delay before its first byte: a
   ``send`` frame written → the first ``llm_deltas`` frame received, less (first
   chunk written - request received) at the provider. Measured alone (N = 1, one
@@ -24,9 +26,14 @@ chunk's latency. Clients and provider share this process's clock. Printed:
 - beside them, in the same run: the layer's own ``group_send`` → ``receive`` on the
   same Redis, awaited in a running loop, the floor of the layer hop.
 
-Each figure is measured on both channels-redis layers (``--layers``), each with a
-worker and a daphne of its own, one after the other in the same run: the Pub/Sub
-layer (the project's default) and the list-based ``RedisChannelLayer``.
+Each figure is measured on both channels-redis layers (``--layers``), one after the
+other in the same run: the Pub/Sub layer (the project's default) and the list-based
+``RedisChannelLayer``. On each layer, one stack per ``--workers`` count (1 and 2
+worker processes, each with the same thread concurrency, as a site runs one per
+core) runs side by side: each has its Celery queue, its worker processes and a
+daphne of its own, all up at once, and the rounds alternate between them, so that
+the machine's other load weighs on both alike. The ratios (2 processes / 1) are
+of medians measured in the same run. The machine's load average is printed too.
 
 An idle conversation holds no process and no memory: between turns nothing runs
 for it (no process, task or socket per conversation; its rows are all there is),
@@ -35,8 +42,9 @@ which the idle worker memory before and after the rounds shows.
 Needs PostgreSQL (database ``bench_stream``, created if missing) and Redis on
 127.0.0.1, as the test suite does. Run from the repository root::
 
-    .venv/bin/python bench/stream_latency.py            # N = 1, 50, 200 (~3 min)
-    .venv/bin/python bench/stream_latency.py --quick    # N = 1, 20 (~1 min)
+    .venv/bin/python bench/stream_latency.py            # N = 1, 50, 200 (~10 min)
+    .venv/bin/python bench/stream_latency.py --quick    # N = 1, 20 (~2 min)
+    .venv/bin/python bench/stream_latency.py --layers pubsub --workers 1 2 --n 1 50
 
 A benchmark, not a test: it prints figures and asserts no thresholds. Loopback only.
 """
@@ -47,15 +55,13 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,172 +72,72 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from bench.stack import (
     LAYERS,
     REDIS_URL,
-    connect,
+    Follow,
+    Provider,
     cpu_seconds,
+    free_port,
     make_conversations,
     make_user,
     percentile,
-    prepare_database,
+    reader,
     rss_mb,
-    setup_django,
-    stack_env,
-    start_daphne,
-    start_worker,
+    stamped_stack,
+    start_server,
+    start_workers,
     stop,
+    subscribe,
 )
 
 DATABASE = "bench_stream"
 SESSION = uuid.uuid4().hex[:8]
 PREFIX = QUEUE = f"sagents-bench-{SESSION}"
-MODEL = "openai/bench"
-TOKEN = re.compile(r"\[(\d+):(\d+)\] ")
+USER: Any = None
 
 
-# The provider ------------------------------------------------------------------
-class Provider:
-    """An OpenAI-compatible streaming endpoint that stamps every chunk it writes."""
+@dataclass(kw_only=True)
+class Stack:
+    """One worker configuration: its queue, its worker processes, its daphne."""
 
-    def __init__(self, *, chunks: int, interval: float, first_byte: float) -> None:
-        self.chunks = chunks
-        self.interval = interval
-        self.first_byte = first_byte
-        self.sent: dict[tuple[int, int], float] = {}
-        self.received: dict[int, float] = {}
-        self.first: dict[int, float] = {}
-        self.count = 0
-        self.port = 0
-        self._ready = threading.Event()
+    processes: int
+    port: int
+    workers: list[Any]
+    daphne: Any
 
     @property
-    def params(self) -> dict[str, Any]:
-        return {"api_base": f"http://127.0.0.1:{self.port}/v1", "api_key": "bench"}
+    def worker_pids(self) -> list[int]:
+        return [w.pid for w in self.workers]
 
-    def start(self) -> Provider:
-        threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True).start()
-        self._ready.wait(10)
-        return self
-
-    async def _serve(self) -> None:
-        server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        async with server:
-            await server.serve_forever()
-
-    async def _connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.decode("latin-1").split("\r\n"):
-                    name, _, value = line.partition(":")
-                    if name.lower() == "content-length":
-                        length = int(value)
-                await reader.readexactly(length)
-                await self._stream(writer)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    async def _stream(self, writer: asyncio.StreamWriter) -> None:
-        r = self.count = self.count + 1
-        self.received[r] = time.perf_counter()
-        writer.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-            b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
-        )
-        await asyncio.sleep(self.first_byte)
-        await self._event(writer, {"role": "assistant", "content": ""})
-        for i in range(self.chunks):
-            if i:
-                await asyncio.sleep(self.interval)
-            await self._event(writer, {"content": f"[{r}:{i}] "})
-            now = time.perf_counter()
-            self.sent[(r, i)] = now
-            self.first.setdefault(r, now)
-        await self._event(writer, {}, finish="stop")
-        await self._write(writer, b"data: [DONE]\n\n")
-        writer.write(b"0\r\n\r\n")
-        await writer.drain()
-
-    async def _event(
-        self, writer: asyncio.StreamWriter, delta: dict[str, Any], finish: Any = None
-    ) -> None:
-        chunk = {
-            "id": "bench",
-            "object": "chat.completion.chunk",
-            "created": 0,
-            "model": "bench",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-        await self._write(writer, f"data: {json.dumps(chunk)}\n\n".encode())
-
-    async def _write(self, writer: asyncio.StreamWriter, data: bytes) -> None:
-        writer.write(b"%x\r\n%s\r\n" % (len(data), data))
-        await writer.drain()
+    def workers_mb(self) -> float:
+        return sum(rss_mb(pid) for pid in self.worker_pids)
 
 
-# Clients ---------------------------------------------------------------------------
-@dataclass
-class Follow:
-    conversation: str
-    socket: Any
-    submitted: float = 0.0
-    first_delta: float = 0.0
-    frames: int = 0
-    delta_frames: int = 0
-    latencies: list[float] = field(default_factory=list)
-    request: int = 0
-    finished: float = 0.0
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-async def reader(follow: Follow, provider: Provider) -> None:
-    async for raw in follow.socket:
-        now = time.perf_counter()
-        frame = json.loads(raw)
-        if "event" not in frame or not follow.submitted:
-            continue
-        follow.frames += 1
-        if frame["event"] == "llm_deltas":
-            follow.delta_frames += 1
-            follow.first_delta = follow.first_delta or now
-            for delta in frame["data"]["deltas"]:
-                for r, i in TOKEN.findall(delta.get("content") or ""):
-                    follow.request = int(r)
-                    follow.latencies.append(now - provider.sent[(int(r), int(i))])
-        elif frame["event"] == "run_finished":
-            follow.finished = now
-            follow.done.set()
+def start_stack(env: dict[str, str], *, processes: int, concurrency: int,
+                logs: Path) -> Stack:  # fmt: skip
+    queue = f"{QUEUE}-{processes}"
+    env = {**env, "SAGENTS_TEST_QUEUE": queue}
+    logs.mkdir(parents=True)
+    workers = start_workers(env, queue=queue, concurrency=concurrency,
+                            processes=processes, logs=logs)  # fmt: skip
+    port = free_port()
+    daphne = start_server(env, port=port, log=logs / "daphne.log")
+    return Stack(processes=processes, port=port, workers=workers, daphne=daphne)
 
 
 async def open_follows(n: int, port: int, cookie: str) -> list[Follow]:
     from asgiref.sync import sync_to_async
 
     conversations = await sync_to_async(make_conversations)(USER, n)
-    follows = []
-    for pk in conversations:
-        socket = await connect(port, cookie)
-        await socket.send(json.dumps({"action": "subscribe", "conversation": pk}))
-        reply = json.loads(await socket.recv())
-        assert reply.get("ok"), reply
-        follows.append(Follow(pk, socket))
-    return follows
-
-
-USER: Any = None
+    return [await subscribe(port, cookie, pk) for pk in conversations]
 
 
 async def one_round(
-    n: int, port: int, cookie: str, provider: Provider, worker: int, daphne: int
+    n: int, stack: Stack, cookie: str, provider: Provider
 ) -> dict[str, Any]:
-    follows = await open_follows(n, port, cookie)
+    follows = await open_follows(n, stack.port, cookie)
     readers = [asyncio.ensure_future(reader(f, provider)) for f in follows]
-    cpu_before = cpu_seconds(worker)
+    cpu_before = [cpu_seconds(pid) for pid in stack.worker_pids]
     sent_before = len(provider.sent)
+    started = time.perf_counter()
     for f in follows:
         f.submitted = time.perf_counter()
         await f.socket.send(
@@ -240,7 +146,12 @@ async def one_round(
     async with asyncio.timeout(300):
         await asyncio.gather(*(f.done.wait() for f in follows))
     chunks = len(provider.sent) - sent_before
-    cpu = cpu_seconds(worker) - cpu_before
+    used = [
+        cpu_seconds(pid) - before
+        for pid, before in zip(stack.worker_pids, cpu_before, strict=True)
+    ]
+    cpu = sum(used)
+    elapsed = time.perf_counter() - started
     for f in follows:
         await f.socket.close()
     for task in readers:
@@ -257,20 +168,20 @@ async def one_round(
         "frames": statistics.median(f.frames for f in follows),
         "delta_frames": statistics.median(f.delta_frames for f in follows),
         "cpu_per_chunk": cpu / chunks if chunks else 0.0,
+        "busiest": max(used) / cpu if cpu else 1.0,
+        "cores": cpu / elapsed,
         "chunks": chunks,
         "submit_p50": percentile(sorted(overheads), 50),
         "submit_p99": percentile(sorted(overheads), 99),
-        "worker_mb": rss_mb(worker),
-        "daphne_mb": rss_mb(daphne),
+        "worker_mb": stack.workers_mb(),
+        "daphne_mb": rss_mb(stack.daphne.pid),
     }
 
 
-async def cancel_latency(
-    port: int, cookie: str, provider: Provider, worker: int, daphne: int
-) -> float:
+async def cancel_latency(stack: Stack, cookie: str, provider: Provider) -> float:
     """A ``cancel`` frame written mid-stream → the ``run_finished`` frame received
     (the cancel crosses daphne → Redis → the worker's control channel)."""
-    [follow] = await open_follows(1, port, cookie)
+    [follow] = await open_follows(1, stack.port, cookie)
     reading = asyncio.ensure_future(reader(follow, provider))
     follow.submitted = time.perf_counter()
     message = {"action": "send", "conversation": follow.conversation, "text": "go"}
@@ -311,21 +222,14 @@ async def layer_floor(backend: str, samples: int) -> tuple[float, float]:
 
 async def main(args: argparse.Namespace) -> None:
     global USER
-    provider = Provider(
-        chunks=args.chunks, interval=args.interval / 1000, first_byte=0.05
-    ).start()
-    overrides = {
-        "FACTORY": "tests.runtime.agents.build_agent",
-        "EXECUTOR": "celery",
-        "MODEL": MODEL,
-        "MODEL_PARAMS": provider.params,
-    }
-    env = stack_env(database=DATABASE, prefix=PREFIX, queue=QUEUE, overrides=overrides)
-    prepare_database(DATABASE)
-    setup_django(env)
+    provider, env = stamped_stack(
+        database=DATABASE, prefix=PREFIX, queue=QUEUE, chunks=args.chunks,
+        interval=args.interval / 1000,
+    )  # fmt: skip
     from asgiref.sync import sync_to_async
 
     USER, cookie = await sync_to_async(make_user)(f"bench-{uuid.uuid4().hex[:6]}")
+    print(f"# bench/stream_latency.py on {os.cpu_count()} cores")
     for name in args.layers:
         await measure(args, name, {**env, "CHANNEL_LAYER_BACKEND": LAYERS[name]},
                       provider, cookie)  # fmt: skip
@@ -338,52 +242,63 @@ async def measure(
     provider: Provider,
     cookie: str,
 ) -> None:
-    """Every figure on one channel layer: its own worker and daphne."""
+    """Every figure on one channel layer: a stack per worker-process count, up side
+    by side, the rounds alternating between them."""
     logs = Path(f"/tmp/sagents-bench-{SESSION}-{name}")
-    logs.mkdir()
-    port = 8700 + os.getpid() % 200
-    worker = start_worker(
-        env, queue=QUEUE, concurrency=max(args.n) + 10, log=logs / "worker.log"
-    )
-    daphne = start_daphne(env, port=port, log=logs / "daphne.log")
-    pids = worker.pid, daphne.pid
+    stacks: list[Stack] = []
     try:
-        idle = (rss_mb(worker.pid), rss_mb(daphne.pid))
+        for processes in args.workers:
+            stacks.append(
+                start_stack(env, processes=processes, concurrency=max(args.n) + 10,
+                            logs=logs / f"workers-{processes}")
+            )  # fmt: skip
+        loadavg = [os.getloadavg()[0]]
+        idle = {s.processes: (s.workers_mb(), rss_mb(s.daphne.pid)) for s in stacks}
         floor = [await layer_floor(LAYERS[name], args.floor) for _ in range(3)]
-        # Warm-up: the worker's first turn imports and connects.
-        await one_round(1, port, cookie, provider, *pids)
-        alone = [
-            await one_round(1, port, cookie, provider, *pids) for _ in range(args.alone)
-        ]
-        cancels = sorted(
-            [await cancel_latency(port, cookie, provider, *pids) for _ in range(5)]
-        )
+        for stack in stacks:  # warm-up: each worker's first turn imports, connects
+            await asyncio.gather(
+                *(one_round(1, stack, cookie, provider) for _ in stack.workers)
+            )
+        alone: dict[int, list[dict[str, Any]]] = {s.processes: [] for s in stacks}
+        cancels: dict[int, list[float]] = {s.processes: [] for s in stacks}
+        for _ in range(args.alone):
+            for stack in stacks:
+                alone[stack.processes].append(
+                    await one_round(1, stack, cookie, provider)
+                )
+        for _ in range(5):
+            for stack in stacks:
+                cancels[stack.processes].append(
+                    await cancel_latency(stack, cookie, provider)
+                )
         spy = None
-        if args.profile:  # py-spy (pip install py-spy) samples the worker
+        if args.profile:  # py-spy (pip install py-spy) samples the first worker
             spy = subprocess.Popen(
-                ["py-spy", "record", "-p", str(worker.pid), "-r", "200", "-f", "raw",
-                 "-o", f"{args.profile}.{name}", "--nonblocking"],
+                ["py-spy", "record", "-p", str(stacks[0].worker_pids[0]), "-r", "200",
+                 "-f", "raw", "-o", f"{args.profile}.{name}", "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
-        rows = []
+        rows: dict[tuple[int, int], list[dict[str, Any]]] = {}
         for n in args.n:
-            rounds = [
-                await one_round(n, port, cookie, provider, *pids)
-                for _ in range(args.rounds)
-            ]
-            rows.append((n, rounds))
+            for _ in range(args.rounds):
+                for stack in stacks:
+                    rows.setdefault((n, stack.processes), []).append(
+                        await one_round(n, stack, cookie, provider)
+                    )
+            loadavg.append(os.getloadavg()[0])
         if spy is not None:
             spy.send_signal(signal.SIGINT)
             spy.wait(30)
-        after = (rss_mb(worker.pid), rss_mb(daphne.pid))
-        report(args, name, floor, alone, rows, idle, after)
-        print(
-            f"cancel frame -> run_finished frame, mid-stream ({len(cancels)} turns): "
-            f"median {statistics.median(cancels) * 1000:.1f} ms, "
-            f"worst {cancels[-1] * 1000:.1f} ms"
-        )
+        after = {s.processes: (s.workers_mb(), rss_mb(s.daphne.pid)) for s in stacks}
+        report(args, name, floor, loadavg)
+        for stack in stacks:
+            k = stack.processes
+            report_stack(args, k, alone[k], cancels[k], rows, idle[k], after[k])
+        if len(stacks) > 1:
+            report_ratios(args, rows)
     finally:
-        stop(daphne, worker)
+        for stack in stacks:
+            stop(stack.daphne, *stack.workers)
 
 
 def med(rounds: list[dict[str, Any]], key: str) -> float:
@@ -394,44 +309,82 @@ def report(
     args: argparse.Namespace,
     layer: str,
     floor: list[tuple[float, float]],
-    alone: list[dict[str, Any]],
-    rows: list[tuple[int, list[dict[str, Any]]]],
-    idle: tuple[float, float],
-    after: tuple[float, float],
+    loadavg: list[float],
 ) -> None:
     ms = 1000
     print(f"\n## {LAYERS[layer]}")
     print(
         f"\nProvider: {args.chunks} chunks per reply, one every {args.interval} ms; "
-        f"{args.rounds} rounds per N (median of rounds)."
+        f"{args.rounds} rounds per N (median of rounds). Load average (1 min) "
+        f"{', '.join(f'{x:.1f}' for x in loadavg)} (before the rounds, after each N)."
     )
     f50 = statistics.median(f[0] for f in floor) * ms
     f99 = statistics.median(f[1] for f in floor) * ms
     print(f"this layer's group_send -> receive: p50 {f50:.2f} ms, p99 {f99:.2f} ms")
+
+
+def report_stack(
+    args: argparse.Namespace,
+    processes: int,
+    alone: list[dict[str, Any]],
+    cancels: list[float],
+    rows: dict[tuple[int, int], list[dict[str, Any]]],
+    idle: tuple[float, float],
+    after: tuple[float, float],
+) -> None:
+    ms = 1000
+    print(f"\n### {processes} worker process{'es' if processes > 1 else ''}\n")
     s50 = statistics.median(r["submit_p50"] for r in alone) * ms
     s99 = max(r["submit_p50"] for r in alone) * ms
     print(
         f"submit -> first delta, less the provider's first-byte delay, one turn at a "
         f"time ({len(alone)} turns): median {s50:.1f} ms, worst {s99:.1f} ms"
     )
+    cancels = sorted(cancels)
+    print(
+        f"cancel frame -> run_finished frame, mid-stream ({len(cancels)} turns): "
+        f"median {statistics.median(cancels) * ms:.1f} ms, "
+        f"worst {cancels[-1] * ms:.1f} ms"
+    )
     print(
         "\n| N | delta p50 ms | delta p99 ms | frames/reply (deltas) | worker CPU "
-        "ms/chunk | submit->1st delta p50 / p99 ms | worker MB | daphne MB |"
+        "ms/chunk | workers' cores | busiest process's CPU share | submit->1st "
+        "delta p50 / p99 ms | workers MB | daphne MB |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for n, rounds in rows:
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for n in args.n:
+        rounds = rows[(n, processes)]
         print(
             f"| {n} | {med(rounds, 'p50') * ms:.1f} | {med(rounds, 'p99') * ms:.1f} "
             f"| {med(rounds, 'frames'):.0f} ({med(rounds, 'delta_frames'):.0f}) "
             f"| {med(rounds, 'cpu_per_chunk') * ms:.3f} "
+            f"| {med(rounds, 'cores'):.2f} "
+            f"| {med(rounds, 'busiest') * 100:.0f}% "
             f"| {med(rounds, 'submit_p50') * ms:.1f} / "
             f"{med(rounds, 'submit_p99') * ms:.1f} "
             f"| {rounds[-1]['worker_mb']:.0f} | {rounds[-1]['daphne_mb']:.0f} |"
         )
     print(
-        f"\nIdle memory: worker {idle[0]:.0f} MB before the rounds, {after[0]:.0f} MB "
+        f"\nIdle memory: workers {idle[0]:.0f} MB before the rounds, {after[0]:.0f} MB "
         f"after; daphne {idle[1]:.0f} MB before, {after[1]:.0f} MB after."
     )
+
+
+def report_ratios(
+    args: argparse.Namespace, rows: dict[tuple[int, int], list[dict[str, Any]]]
+) -> None:
+    """Each figure's median with the most processes over its median with the
+    fewest: below 1 is better (faster, or less CPU per chunk)."""
+    low, high = min(args.workers), max(args.workers)
+    keys = ("p50", "p99", "cpu_per_chunk", "submit_p50", "submit_p99")
+    print(
+        f"\n### {high} worker processes / {low}, same run (below 1: better)\n\n"
+        "| N | delta p50 | delta p99 | worker CPU/chunk | submit->1st delta p50 "
+        "| submit->1st delta p99 |\n|---|---|---|---|---|---|"
+    )
+    for n in args.n:
+        ratios = [med(rows[(n, high)], k) / med(rows[(n, low)], k) for k in keys]
+        print(f"| {n} | " + " | ".join(f"{r:.2f}" for r in ratios) + " |")
 
 
 def parse() -> argparse.Namespace:
@@ -446,6 +399,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--layers", nargs="+", choices=sorted(LAYERS), default=["pubsub", "core"]
     )
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1, 2],
+        help="worker processes per stack: one stack per count, side by side",
+    )  # fmt: skip
     parser.add_argument(
         "--profile", metavar="FILE", help="py-spy's collapsed stacks of the worker"
     )
