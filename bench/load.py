@@ -368,8 +368,8 @@ class Client:
 
 
 def on_event(watch: Watch, frame: dict[str, Any], now: float) -> None:
-    if "seq" not in frame:
-        return  # run_alive: not a numbered event
+    if "seq" not in frame or frame.get("event") == "in_flight":
+        return  # run_alive: not numbered; in_flight: a snapshot, not an event
     event, data = frame["event"], frame.get("data") or {}
     watch.frames.append((frame["seq"], event, now))
     turn = watch.current

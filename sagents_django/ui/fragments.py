@@ -9,7 +9,13 @@ are replaced whole from the database. Streamed text is appended escaped to
 a run starts: a run taken over after a crash streams its reply again); a resync
 redraws it, and the plan, from the in-flight buffer.
 
-Everything here runs in a worker thread (it reads the database) and renders the
+Live events render from the event's own data: a row from the row JSON the event
+carries, the status panels from ``status_changed``'s status and interrupt, the page's
+conversation and last status kept between events (``Live``). The database is read
+for what an event does not carry (a tool result's call row, the usage at a run's
+end) and on resync.
+
+Everything here runs in a worker thread (it may read the database) and renders the
 same partial templates as the page, with autoescaping: no model text is marked
 safe except markdown that went through the sanitizer.
 """
@@ -17,9 +23,11 @@ safe except markdown that went through the sanitizer.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils.dateparse import parse_datetime
 from django.utils.html import escape, format_html
 
 from sagents_django import services
@@ -29,7 +37,7 @@ from sagents_django.runtime.inflight import InFlight
 from sagents_django.scope import Scope
 
 from . import transcript
-from .approvals import inbox_count
+from .approvals import inbox_count, requests_of
 from .context import Chat
 
 RECENT_ROWS = 30
@@ -131,7 +139,34 @@ def resync(
     return "".join(parts)
 
 
-def for_event(scope: Scope, message: dict[str, Any]) -> str:
+@dataclass
+class Live:
+    """What a page's socket knows between events: its conversation (read once) and
+    the last status an event told it (None: not told yet, read it)."""
+
+    conversation: Any = None
+    status: str | None = None
+
+    def chat(
+        self, scope: Scope, conversation_id: str, *, status: str | None = None
+    ) -> Chat | None:
+        """The page's chat; ``status``: the one an event just told."""
+        if self.conversation is None or str(self.conversation.pk) != conversation_id:
+            self.conversation = services.get_conversation(scope, conversation_id)
+            self.status = None
+        if self.conversation is None:
+            return None
+        chat = Chat(scope, self.conversation)
+        if status is not None:
+            self.status = status
+        if self.status is None:
+            self.status = chat.status  # read once; events keep it from then on
+        else:
+            chat.status = self.status
+        return chat
+
+
+def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -> str:
     """The fragment of one ``agent.event`` message ("" when the page shows
     nothing of it)."""
     cid = str(message.get("conversation"))
@@ -143,22 +178,21 @@ def for_event(scope: Scope, message: dict[str, Any]) -> str:
         return _subagent(subagent, event, data)
     if event == "llm_deltas":
         return _deltas(data)
-    conversation = services.get_conversation(scope, cid)
-    if conversation is None:
+    live = live or Live()
+    told = data.get("status") if event == "status_changed" else None
+    chat = live.chat(scope, cid, status=told if isinstance(told, str) else None)
+    if chat is None:
         return ""
-    chat = Chat(scope, conversation)
+    conversation = chat.conversation
     if event in ("display_message_saved", "display_message_updated", "message_queued"):
         return _row(chat, data, updated=event == "display_message_updated")
     if event == "llm_message":
         return clear_stream()
-    if event in ("status_changed", "run_finished"):
-        parts = [panels(chat)]
-        if not chat.running:
-            parts.append(clear_stream())
-        if chat.status == "error":
-            recent = services.load_display_messages(scope, conversation.pk, limit=3)
-            parts.append(rows_html(chat, recent, oob=True))
-        return "".join(parts)
+    if event == "status_changed":
+        return _status(chat, data)
+    if event == "run_finished":
+        # The status panels follow with its status_changed; the usage changed.
+        return _partial("usage", chat=chat, oob=True)
     if event == "run_started":
         recent = services.load_display_messages(
             scope, conversation.pk, limit=RECENT_ROWS
@@ -219,17 +253,63 @@ class _TodoChat:
         return getattr(self.chat, name)
 
 
-def _row(chat: Chat, data: dict[str, Any], *, updated: bool) -> str:
-    row_json = data.get("display_message")
-    if not isinstance(row_json, dict):
-        return ""
+def _status(chat: Chat, data: dict[str, Any]) -> str:
+    """The panels that follow the status, from the event: the approval form from
+    its interrupt (a paused run's), the inbox badge when an approval came or went."""
+    status = chat.status
+    chat.approvals = requests_of(data.get("data")) if status == "interrupted" else []
+    parts = [
+        _partial("status", chat=chat, oob=True),
+        _partial("send_note", chat=chat, oob=True),
+        _partial(
+            "approval_form",
+            requests=chat.approvals,
+            conversation=chat.conversation,
+            oob=True,
+        ),
+    ]
+    if status != "running":
+        parts.append(clear_stream())
+        parts.append(
+            _partial("inbox_count", inbox_count=inbox_count(chat.scope), oob=True)
+        )
+    if status == "error":
+        recent = services.load_display_messages(
+            chat.scope, chat.conversation.pk, limit=3
+        )
+        parts.append(rows_html(chat, recent, oob=True))
+    return "".join(parts)
+
+
+def row_from_json(conversation_id: Any, data: Any) -> DisplayMessage | None:
+    """The row an event carries (``display_message_json``'s form), unsaved."""
+    if not isinstance(data, dict):
+        return None
     try:
-        pk = int(row_json.get("id"))  # type: ignore[arg-type]
+        pk = int(data.get("id"))  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return ""
-    row = DisplayMessage.objects.filter(
-        pk=pk, conversation_id=chat.conversation.pk
-    ).first()
+        return None
+    content = data.get("content")
+    metadata = data.get("metadata")
+    sequence = data.get("sequence")
+    inserted = data.get("inserted_at")
+    row = DisplayMessage(
+        pk=pk,
+        conversation_id=conversation_id,
+        message_type=str(data.get("message_type", "")),
+        content_type=str(data.get("content_type", "")),
+        content=content if isinstance(content, dict) else {},
+        sequence=sequence if isinstance(sequence, int) else 0,
+        status=str(data.get("status", "completed")),
+        metadata=metadata if isinstance(metadata, dict) else {},
+    )
+    row.inserted_at = parse_datetime(inserted) if isinstance(inserted, str) else None  # type: ignore[assignment]
+    row.tool_call_id = transcript.call_id_of(row)
+    return row
+
+
+def _row(chat: Chat, data: dict[str, Any], *, updated: bool) -> str:
+    row = row_from_json(chat.conversation.pk, data.get("display_message"))
     if row is None:
         return ""
     parts: list[str] = []

@@ -63,6 +63,7 @@ class ChatPageConsumer(AgentConsumerBase):
     flusher: asyncio.Task[None] | None = None
     pending: list[str]
     sending: asyncio.Lock
+    live: fragments.Live
 
     async def connect(self) -> None:
         # Subscribed before accepted: once the page sees the socket open, no event
@@ -70,6 +71,7 @@ class ChatPageConsumer(AgentConsumerBase):
         self.setup()
         self.followed = []
         self.pending = []
+        self.live = fragments.Live()
         self.sending = asyncio.Lock()
         if not await self.sign_in():
             return
@@ -144,6 +146,7 @@ class ChatPageConsumer(AgentConsumerBase):
         # The buffer before the database: what an event numbered up to its seq did
         # is in one or the other (runtime.inflight).
         snapshot = await inflight.read(self.conversation)
+        self.live.status = None  # read again: events may have been missed
         html = await database_sync_to_async(fragments.resync)(
             self.the_scope(), self.conversation, after, in_flight=snapshot
         )
@@ -211,6 +214,6 @@ class ChatPageConsumer(AgentConsumerBase):
                 )
                 continue
             html = await database_sync_to_async(fragments.for_event)(
-                self.the_scope(), message
+                self.the_scope(), message, self.live
             )
             await self._emit(html)
