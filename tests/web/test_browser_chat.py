@@ -153,6 +153,48 @@ def test_an_approval_given_from_the_inbox_resumes_the_turn_and_the_badge_follows
     shot(page, "09-resumed-from-inbox")
 
 
+def test_a_message_sent_before_an_approval_waits_for_it_and_dismiss_frees_the_page(
+    tab: Any, site: Site
+) -> None:
+    """The jam (issue 16): a second message sent while the turn streams, the turn
+    then pausing for approval. The message waits, the approval stays answerable,
+    and Dismiss (nothing else: no Delete) gets the conversation going again."""
+    page = tab
+    sign_in(page, site, "alice")
+    cid = new_conversation(page, site, title="Jam")
+    wait_connected(page)
+    send(page, "Plan a picnic for Saturday")
+    page.locator("#sg-stream-text").wait_for(state="visible")
+    send(page, "And bring lemonade")
+    approval = page.get_by_role("form", name="Approval needed")
+    approval.wait_for()
+    note = page.locator("#sg-send-note")
+    assert "answered once you decide" in note.inner_text()
+    page.locator("#sg-inbox-count").filter(has_text="1").wait_for()
+    shot(page, "10-approval-with-a-waiting-message")
+
+    approval.get_by_role("button", name="Dismiss").click()
+    page.locator("#sg-messages", has_text="Approval dismissed").wait_for()
+    # The held message is answered: the demo plans again and asks again.
+    page.locator(".sg-messages .sg-tool", has_text="write_file").nth(1).wait_for()
+    approval = page.get_by_role("form", name="Approval needed")
+    approval.wait_for()
+    shot(page, "11-dismissed-then-the-held-message-answered")
+    approval.get_by_role("button", name="Dismiss").click()
+    page.locator("#sg-status", has_text="Ready").wait_for()
+    assert page.get_by_role("form", name="Approval needed").count() == 0
+    assert page.locator("#sg-inbox-count").inner_text().strip() == "0"
+    shot(page, "12-free-again")
+    shown = row_ids(page)
+    assert len(shown) == len(set(shown))
+    runs = site.query(
+        "SELECT status FROM sagents_agent_runs WHERE conversation_id = ? "
+        "ORDER BY created_at",
+        cid.replace("-", ""),
+    )
+    assert "error" not in {status for (status,) in runs}
+
+
 def test_stop_ends_a_running_turn_and_keeps_what_it_said(tab: Any, site: Site) -> None:
     page = tab
     sign_in(page, site, "alice")
