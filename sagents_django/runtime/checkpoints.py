@@ -22,7 +22,7 @@ from django.utils import timezone
 from sagents_django.core import Message, State
 from sagents_django.core.serialization import serialize_state
 from sagents_django.core.todo import Todo
-from sagents_django.models import AgentStep
+from sagents_django.models import AgentRun, AgentStep
 from sagents_django.services.sql import insert_where
 
 from . import runs
@@ -86,7 +86,7 @@ class Checkpoints:
                 ):
                     raise runs.LeaseLost(f"Run {self.lease.run_id} was taken over")
                 step.save(force_insert=True)
-            elif not insert_where(step, runs.held(self.lease)):
+            elif not insert_where(step, AgentRun, **runs.holding(self.lease)):
                 # One statement: the step goes in only while the lease holds.
                 raise runs.LeaseLost(f"Run {self.lease.run_id} was taken over")
 

@@ -92,7 +92,12 @@ class CeleryExecutor:
     ``sagents_django.tasks``, sent by its name to the site's Celery app)."""
 
     def submit(self, run_id: str) -> None:
-        from celery import current_app
+        try:
+            from celery import current_app
+        except ImportError as exc:
+            raise ImportError(
+                "Running turns on Celery needs it: pip install 'sagents-django[celery]'"
+            ) from exc
 
         transaction.on_commit(lambda: current_app.send_task(TASK_NAME, args=(run_id,)))
 

@@ -76,14 +76,19 @@ def lease_of(run: AgentRun) -> Lease:
     return Lease(run.pk, run.lease_owner, run.attempts)
 
 
+def holding(lease: Lease) -> dict[str, Any]:
+    """What the run's row says while ``lease`` holds it (a fencing token)."""
+    return {
+        "id": lease.run_id,
+        "status": "running",
+        "lease_owner": lease.owner,
+        "attempts": lease.attempt,
+    }
+
+
 def held(lease: Lease) -> Any:
     """The run's row while ``lease`` holds it (a queryset to update)."""
-    return AgentRun.objects.filter(
-        pk=lease.run_id,
-        status="running",
-        lease_owner=lease.owner,
-        attempts=lease.attempt,
-    )
+    return AgentRun.objects.filter(**holding(lease))
 
 
 def beat(lease: Lease) -> bool:

@@ -265,24 +265,31 @@ def _fields(model: type[models.Model]) -> dict[str, models.Field[Any, Any]]:
     }
 
 
-def insert_where(row: models.Model, fence: models.QuerySet[Any]) -> bool:
-    """Insert ``row`` only while ``fence`` matches a row, as one statement
-    (``INSERT ... SELECT ... WHERE EXISTS``); whether it went in. The id is not read
-    back. Every value is cast to its column's type (a bare parameter in a SELECT
-    list is text to PostgreSQL)."""
+def insert_where(
+    row: models.Model, fence: type[models.Model], **conditions: Any
+) -> bool:
+    """Insert ``row`` only while a row of ``fence`` matches ``conditions`` (field
+    name to value, all equal), as one statement (``INSERT ... SELECT ... WHERE
+    EXISTS``); whether it went in. The id is not read back. Every value is cast to
+    its column's type (a bare parameter in a SELECT list is text to PostgreSQL)."""
     model = type(row)
     opts = model._meta
-    using = router.db_for_write(model)
-    connection = connections[using]
+    connection = connections[router.db_for_write(model)]
     fields = [f for f in _fields(model).values() if f is not opts.pk]
     values = [f.get_db_prep_save(f.pre_save(row, add=True), connection) for f in fields]
     casts = ", ".join(f"CAST(%s AS {f.db_type(connection)})" for f in fields)
-    fence_sql, fence_params = fence.values("pk").query.sql_with_params()
+    fence_fields = _fields(fence)
+    where = " AND ".join(f"{column_of(fence_fields[name])} = %s" for name in conditions)
+    where_params = [
+        fence_fields[name].get_db_prep_value(value, connection)
+        for name, value in conditions.items()
+    ]
     sql = (
         f"INSERT INTO {quote(opts.db_table)} "
         f"({', '.join(column_of(f) for f in fields)}) "
-        f"SELECT {casts} WHERE EXISTS ({fence_sql})"
+        f"SELECT {casts} WHERE EXISTS "
+        f"(SELECT 1 FROM {quote(fence._meta.db_table)} WHERE {where})"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*values, *fence_params])
+        cursor.execute(sql, [*values, *where_params])
         return bool(cursor.rowcount)
