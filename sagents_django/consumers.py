@@ -35,7 +35,7 @@ except ImportError as exc:  # the socket is part of the "channels" extra
 from sagents_django import protocol, services
 from sagents_django.core import SagentsError
 from sagents_django.exceptions import NotFound
-from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun, AgentState
+from sagents_django.models import AgentRun, AgentState
 from sagents_django.protocol import FrameError
 from sagents_django.runtime import agent_server, groups, inflight, layer
 from sagents_django.scope import Scope
@@ -252,10 +252,11 @@ class AgentSocketConsumer(AgentConsumerBase):
         heartbeat stops moving) even when no event comes."""
         if self.closed or not self.conversations:
             return
-        runs = AgentRun.objects.filter(
-            conversation_id__in=list(self.conversations),
-            status__in=ACTIVE_RUN_STATUSES,
-        ).values("pk", "conversation_id", "status", "started_at", "heartbeat_at")
+        runs = (
+            AgentRun.objects.active()
+            .filter(conversation_id__in=list(self.conversations))
+            .values("pk", "conversation_id", "status", "started_at", "heartbeat_at")
+        )
         async for run in runs:
             cid = str(run["conversation_id"])
             if cid in self.conversations and not self.closed:

@@ -24,7 +24,6 @@ from django.utils.translation import ngettext
 from sagents_django.core.serialization import StateSerializer
 from sagents_django.core.state import State
 from sagents_django.models import (
-    ACTIVE_RUN_STATUSES,
     AgentRun,
     AgentState,
     DisplayMessage,
@@ -71,9 +70,9 @@ def reset_conversations(
         return None  # back to the changelist, as delete_selected does
     conversations = list(queryset)
     busy = set(
-        AgentRun.objects.filter(
-            conversation__in=conversations, status__in=ACTIVE_RUN_STATUSES
-        ).values_list("conversation_id", flat=True)
+        AgentRun.objects.active()
+        .filter(conversation__in=conversations)
+        .values_list("conversation_id", flat=True)
     )
     context = {
         **model_admin.admin_site.each_context(request),
@@ -108,9 +107,9 @@ def _reset(
             .order_by("pk")
         )
         busy = set(
-            AgentRun.objects.filter(
-                conversation__in=locked, status__in=ACTIVE_RUN_STATUSES
-            ).values_list("conversation_id", flat=True)
+            AgentRun.objects.active()
+            .filter(conversation__in=locked)
+            .values_list("conversation_id", flat=True)
         )
         for conversation in locked:
             if conversation.pk in busy:

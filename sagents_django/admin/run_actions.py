@@ -26,7 +26,7 @@ from django.http import HttpRequest
 from sagents_django.core.approvals import interrupt_from_dict
 from sagents_django.core.exceptions import SagentsError
 from sagents_django.exceptions import Conflict, NotFound, RunConflict
-from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun, AgentState
+from sagents_django.models import AgentRun, AgentState
 from sagents_django.scope import Scope, owned_by_users, owner_field, scope_class
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def _require_latest(run: AgentRun, what: str) -> None:
 
 
 def cancel_one(run: AgentRun) -> Outcome:
-    if run.status not in ACTIVE_RUN_STATUSES:
+    if not run.is_active:
         raise Skip(f"not running ({run.status})")
     if not _server().cancel(run_scope(run), run.conversation_id):
         raise Skip("not running (it ended meanwhile)")

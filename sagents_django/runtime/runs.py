@@ -153,9 +153,9 @@ def end_plainly(run_id: Any, status: str, error: str) -> bool:
     whose full ending failed); whether it was still active."""
     pk = parse_uuid(run_id, what="run_id")
     return bool(
-        AgentRun.objects.filter(pk=pk, status__in=ACTIVE_RUN_STATUSES).update(
-            status=status, error=error, finished_at=timezone.now()
-        )
+        AgentRun.objects.active()
+        .filter(pk=pk)
+        .update(status=status, error=error, finished_at=timezone.now())
     )
 
 

@@ -281,11 +281,9 @@ async def release(conversation_id: str, channel_name: str) -> bool:
     removed, left = await _aremoved(conversation_id, channel_name)
     if not removed or left:
         return False
-    from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
+    from sagents_django.models import AgentRun
 
-    running = AgentRun.objects.filter(
-        conversation_id=conversation_id, status__in=ACTIVE_RUN_STATUSES
-    )
+    running = AgentRun.objects.of(conversation_id).active()
     if await running.aexists():
         return False
     from . import loop

@@ -29,7 +29,6 @@ from sagents_django.core import TokenUsage
 from sagents_django.core.exceptions import SagentsError
 from sagents_django.exceptions import NotFound
 from sagents_django.models import (
-    ACTIVE_RUN_STATUSES,
     AgentRun,
     AgentState,
     DisplayMessage,
@@ -182,7 +181,7 @@ def _look(pk: Any, run_id: str, followed: list[str]) -> RunOutcome | None:
     run = AgentRun.objects.filter(pk=run_id, conversation_id=pk).first()
     if run is None:  # deleted meanwhile (with its conversation)
         raise NotFound("run", run_id)
-    if run.status in ACTIVE_RUN_STATUSES:
+    if run.is_active:
         return None
     return _outcome(run, followed)
 

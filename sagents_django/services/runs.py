@@ -61,11 +61,7 @@ def begin_run(
                 **started,
             )
     except IntegrityError:
-        active = (
-            AgentRun.objects.filter(conversation_id=pk, status__in=ACTIVE_RUN_STATUSES)
-            .values_list("pk", flat=True)
-            .first()
-        )
+        active = AgentRun.objects.of(pk).active().values_list("pk", flat=True).first()
         raise RunConflict(pk, run_id=active) from None
 
 
@@ -89,7 +85,7 @@ def finish_run(
         error = str(error)
     usage = usage or TokenUsage()
     runs = _owned_runs(scope, run_id)
-    ended = runs.filter(status__in=ACTIVE_RUN_STATUSES).update(
+    ended = runs.active().update(
         status=status,
         finished_at=timezone.now(),
         error=error[:ERROR_MAX_LENGTH],
@@ -107,15 +103,13 @@ def finish_run(
 def active_run(scope: Scope, conversation_id: Any) -> AgentRun | None:
     """The conversation's queued or running run, if any (NotFound outside scope)."""
     pk = require_conversation(scope, conversation_id, touch=False)
-    return AgentRun.objects.filter(
-        conversation_id=pk, status__in=ACTIVE_RUN_STATUSES
-    ).first()
+    return AgentRun.objects.of(pk).active().first()
 
 
 def request_cancel(scope: Scope, conversation_id: Any) -> AgentRun | None:
     """Flag the conversation's active run to stop; the run, or None when idle."""
     pk = require_conversation(scope, conversation_id, touch=False)
-    runs = AgentRun.objects.filter(conversation_id=pk, status__in=ACTIVE_RUN_STATUSES)
+    runs = AgentRun.objects.of(pk).active()
     runs.update(cancel_requested=True)
     return runs.first()
 
@@ -125,7 +119,7 @@ def discard_run(scope: Scope, run_id: Any) -> bool:
     the history shows no run that never was. False when the run had already ended
     (it is kept); NotFound when it is not ``scope``'s."""
     runs = _owned_runs(scope, run_id)
-    deleted, _ = runs.filter(status__in=ACTIVE_RUN_STATUSES).delete()
+    deleted, _ = runs.active().delete()
     if not deleted and not runs.exists():
         raise NotFound("run", str(run_id))
     return bool(deleted)

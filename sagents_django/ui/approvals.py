@@ -19,7 +19,7 @@ from django.http import QueryDict
 from sagents_django.admin.presentation import pretty_json
 from sagents_django.core.approvals import CustomInterrupt, interrupt_from_dict
 from sagents_django.core.exceptions import SerializationError
-from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun, AgentState
+from sagents_django.models import AgentRun, AgentState
 from sagents_django.scope import Scope
 from sagents_django.services.conversations import owned_conversations
 
@@ -90,9 +90,7 @@ def pending_for(scope: Scope, conversation_id: Any) -> list[Request]:
 
 def _waiting(scope: Scope) -> Any:
     # A resume already under way has answered the interrupt (its run clears it).
-    answered = AgentRun.objects.filter(status__in=ACTIVE_RUN_STATUSES).values(
-        "conversation_id"
-    )
+    answered = AgentRun.objects.active().values("conversation_id")
     return (
         AgentState.objects.filter(
             conversation__in=owned_conversations(scope).values("pk"),
