@@ -1,12 +1,16 @@
 """Draining on SIGTERM: ASGI middleware around the site's application.
 
-Why it is built this way: daphne (Twisted) installs its own SIGTERM handler when
-its reactor starts, after the application is imported, and on SIGTERM stops at
-once: open sockets are cut and what the load balancer still sends is refused.
+Why it is built this way: the ASGI server installs its own SIGTERM handler when it
+starts, after the application is imported, and on SIGTERM stops without waiting
+for a load balancer: daphne (Twisted) cuts open sockets and refuses what is still
+sent; uvicorn shuts down gracefully but closes the sockets with 1012 at once.
 daphne sends no ASGI lifespan events to hook either. So the handler is chained:
-on the first request this process serves (on the server's main thread, after the
+on the first call of the application (on the server's main thread, after the
 server set its own handlers), ``DrainOnSigterm`` puts its handler in front of the
-server's. On SIGTERM it
+server's. Under daphne that is the first request the process serves; under
+uvicorn, the ASGI ``lifespan`` call at startup (the Channels router then refuses
+lifespan, which uvicorn logs and goes past, unless ``--lifespan on`` makes it
+fatal). On SIGTERM it
 
 1. starts draining (``runtime.draining``): readiness answers 503 at once, and
    whatever else listens for the drain is told;
@@ -20,10 +24,10 @@ server's. On SIGTERM it
    handler, which stops the process as it would have.
 
 A second SIGTERM goes to the server's handler at once. Only public interfaces are
-used: ``signal``, the event loop and ASGI messages, so another server that runs
-the application on its main thread should drain the same way (daphne is the one
-tested). Without a
-request served, there is nothing to drain: the server's handler stays alone.
+used: ``signal``, the event loop and ASGI messages: daphne and uvicorn are both
+tested (``tests/web/test_draining.py``), and another server that runs the
+application on its main thread should drain the same way. A daphne that served
+no request has nothing to drain: its handler stays alone.
 Importing this module loads nothing of Django: it may come before
 ``get_asgi_application()``.
 """

@@ -8,13 +8,16 @@ import ast
 import configparser
 import re
 import sys
-from importlib.metadata import packages_distributions
+from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
 import sagents_django
 
 REPO = Path(__file__).resolve().parent.parent
-DEPLOYMENT_ONLY = {"daphne", "whitenoise", "django-environ", "psycopg"}
+DEPLOYMENT_ONLY = {"daphne", "uvicorn", "whitenoise", "django-environ", "psycopg"}
+PINNED_UNDER_AN_EXTRA = {"uvloop", "httptools"}
+"""What ``uvicorn[standard]`` brings that requirements.txt pins too: the event loop
+and HTTP parser the ASGI server's figures were measured on (bench/asgi_servers.py)."""
 NOT_IN_FULL = {"otel"}
 """Extras a site adds for itself: not the hosting project's stack."""
 
@@ -120,7 +123,17 @@ def test_requirements_txt_pins_exactly_the_app_and_the_full_extra() -> None:
     text = (REPO / "requirements.txt").read_text(encoding="utf-8")
     pinned = [line for line in text.splitlines() if line and line[0] != "#"]
     assert all("==" in line for line in pinned)
-    assert names(text) == install_requires() | extras()["full"]
+    assert names(text) == install_requires() | extras()["full"] | PINNED_UNDER_AN_EXTRA
+
+
+def test_the_extra_pins_are_what_uvicorn_standard_brings() -> None:
+    standard = {
+        normalized(re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0])
+        for r in requires("uvicorn") or []
+        if "extra == 'standard'" in r
+    }
+    assert "uvicorn" in extras()["full"]
+    assert standard >= PINNED_UNDER_AN_EXTRA
 
 
 def test_the_license_file_is_the_apache_license_the_metadata_names() -> None:

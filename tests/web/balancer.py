@@ -1,11 +1,12 @@
-"""Two daphne processes behind a load balancer that follows their readiness: what
-a deploy replaces one process of.
+"""Two ASGI server processes behind a load balancer that follows their readiness:
+what a deploy replaces one process of.
 
 ``Balancer`` is a TCP relay that polls each backend's readiness endpoint (as a
 load balancer's health check does) and sends each new connection to the first
 backend that answered 200; connections already open stay where they are. The
-daphne processes serve the hosting project on one SQLite file (so a session and a
-conversation are the same on both), with ``tests.web.drain_settings``.
+servers (``Daphne``, ``Uvicorn``: the README documents both) serve the hosting
+project on one SQLite file (so a session and a conversation are the same on
+both), with ``tests.web.drain_settings``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.test_readme_socket import free_port, wait_for_port
 from tests.web.browser import PASSWORD
@@ -87,30 +88,30 @@ def prepare(env: dict[str, str]) -> dict[str, Any]:
     return made
 
 
-class Daphne:
-    """daphne serving the project in a child process, its output in a log file."""
+class Server:
+    """An ASGI server serving the project in a child process, its output in a log
+    file; a subclass names the command."""
+
+    name: ClassVar[str]
+    stopped: ClassVar[int]
+    """The return code of a process that stopped on SIGTERM, drained or not."""
 
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.port = free_port()
         self.log = log
         self._out = log.open("wb")
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(self.port),
-                APP,
-            ],
+            [sys.executable, "-m", *self.arguments(self.port)],
             cwd=REPO,
             env=env,
             stdout=self._out,
             stderr=subprocess.STDOUT,
         )
         wait_for_port(self.port, self.process)
+
+    @staticmethod
+    def arguments(port: int) -> list[str]:
+        raise NotImplementedError
 
     @property
     def url(self) -> str:
@@ -136,6 +137,42 @@ class Daphne:
                 self.process.kill()
                 self.process.wait(10)
         self._out.close()
+
+
+class Daphne(Server):
+    name = "daphne"
+    # Twisted's reactor stops and the command returns.
+    stopped = 0
+
+    @staticmethod
+    def arguments(port: int) -> list[str]:
+        return ["daphne", "-b", "127.0.0.1", "-p", str(port), APP]
+
+
+class Uvicorn(Server):
+    """uvicorn as the README has a site run it (``uvicorn[standard]``: uvloop,
+    httptools, websockets), without per-message compression."""
+
+    name = "uvicorn"
+    # After its graceful shutdown uvicorn restores the default SIGTERM handler and
+    # raises the signal again: the process ends through it (143 in a shell).
+    stopped = -signal.SIGTERM
+
+    @staticmethod
+    def arguments(port: int) -> list[str]:
+        return [
+            "uvicorn",
+            APP,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ws-per-message-deflate",
+            "false",
+        ]
+
+
+SERVERS: tuple[type[Server], ...] = (Daphne, Uvicorn)
 
 
 def request(port: int, path: str, method: str = "GET") -> tuple[int, bytes, float]:

@@ -1,12 +1,13 @@
-"""Readiness and draining, on real daphne processes.
+"""Readiness and draining, on real server processes: each test on daphne and on
+uvicorn (the README documents both).
 
-A load balancer (``tests.web.balancer``) follows two daphnes' readiness; a deploy
+A load balancer (``tests.web.balancer``) follows two servers' readiness; a deploy
 sends one of them SIGTERM. Its readiness must say "draining" at once, its sockets
 keep working for ``DRAIN_SECONDS`` and are then closed with 4503, on which a
-client reconnects through the balancer to the other daphne and resyncs from the
-database; the drained process exits on its own. A daphne whose channel layer is
-unreachable or silent answers 503 naming that check, within the check's timeout,
-and says nothing of the layer's address or password.
+client reconnects through the balancer to the other server and resyncs from the
+database; the drained process exits on its own (with its server's own status). A
+server whose channel layer is unreachable or silent answers 503 naming that check,
+within the check's timeout, and says nothing of the layer's address or password.
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ import websockets
 from sagents_django.protocol import CLOSE_DRAINING
 from sagents_django.runtime.readiness import CHECK_TIMEOUT
 from tests.test_readme_socket import free_port
-from tests.web.balancer import Balancer, Daphne, prepare, site_env
+from tests.web.balancer import (
+    SERVERS,
+    Balancer,
+    Daphne,
+    Server,
+    Uvicorn,
+    prepare,
+    site_env,
+)
 
 DRAIN_SECONDS = 2.0
 
@@ -34,6 +43,13 @@ DRAIN_SECONDS = 2.0
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("drain")
+
+
+@pytest.fixture(params=SERVERS, ids=lambda server: server.name)
+def server(request: pytest.FixtureRequest) -> type[Server]:
+    """The server class a test runs on (each test runs on both)."""
+    cls: type[Server] = request.param
+    return cls
 
 
 @pytest.fixture(scope="module")
@@ -71,38 +87,38 @@ def checks(body: bytes) -> dict[str, Any]:
     return answer
 
 
-def test_a_serving_daphne_is_ready_and_alive_and_its_probes_take_only_get_and_head(
-    folder: Path, made: dict[str, Any]
+def test_a_serving_server_is_ready_and_alive_and_its_probes_take_only_get_and_head(
+    server: type[Server], folder: Path, made: dict[str, Any]
 ) -> None:
-    daphne = Daphne(site_env(folder), folder / "ready.log")
+    process = server(site_env(folder), folder / f"ready-{server.name}.log")
     try:
-        status, body, _ = daphne.get("/ready/")
+        status, body, _ = process.get("/ready/")
         assert status == 200
         assert checks(body) == {
             "ready": True,
             "checks": {"database": "ok", "channel_layer": "ok", "draining": "ok"},
         }
-        assert daphne.get("/live/")[:2] == (200, b'{"alive": true}')
+        assert process.get("/live/")[:2] == (200, b'{"alive": true}')
         for path in ("/ready/", "/live/"):
-            assert daphne.get(path, "HEAD")[:2] == (200, b"")
+            assert process.get(path, "HEAD")[:2] == (200, b"")
             for method in ("POST", "PUT", "PATCH", "DELETE", "OPTIONS"):
-                assert daphne.get(path, method)[0] == 405, (path, method)
+                assert process.get(path, method)[0] == 405, (path, method)
     finally:
-        daphne.stop()
+        process.stop()
 
 
-def test_a_daphne_whose_channel_layer_is_down_or_silent_is_not_ready_and_says_which(
-    folder: Path, made: dict[str, Any]
+def test_a_server_whose_channel_layer_is_down_or_silent_is_not_ready_and_says_which(
+    server: type[Server], folder: Path, made: dict[str, Any]
 ) -> None:
     closed = free_port()  # nothing listens there: connections are refused
     silent = SilentServer()
-    refused = Daphne(
+    refused = server(
         site_env(folder, REDIS_URL=f"redis://:hunter2@127.0.0.1:{closed}/0"),
-        folder / "refused.log",
+        folder / f"refused-{server.name}.log",
     )
-    hung = Daphne(
+    hung = server(
         site_env(folder, REDIS_URL=f"redis://:hunter2@127.0.0.1:{silent.port}/0"),
-        folder / "hung.log",
+        folder / f"hung-{server.name}.log",
     )
     try:
         status, body, _ = refused.get("/ready/")
@@ -144,20 +160,29 @@ async def _send(socket: Any, action: str, **fields: Any) -> dict[str, Any]:
             return frame
 
 
-def _connect(balancer: Balancer, session: str, path: str = "/ws/sagents/") -> Any:
+def _connect(to: Balancer | Server, session: str, path: str = "/ws/sagents/") -> Any:
     return websockets.connect(
-        f"ws://127.0.0.1:{balancer.port}{path}",
-        origin=f"http://127.0.0.1:{balancer.port}",  # type: ignore[arg-type]
+        f"ws://127.0.0.1:{to.port}{path}",
+        origin=f"http://127.0.0.1:{to.port}",  # type: ignore[arg-type]
         additional_headers={"Cookie": f"sessionid={session}"},
         open_timeout=10,
     )
 
 
+async def _new_conversation(server: Server, session: str) -> str:
+    """A conversation of the test's own (the servers' tests share one site)."""
+    async with _connect(server, session) as socket:
+        created = await _send(socket, "create_conversation", title=server.name)
+    return str(created["conversation"]["id"])
+
+
 @pytest.fixture
-def pair(folder: Path, made: dict[str, Any]) -> Iterator[tuple[Daphne, Daphne]]:
+def pair(
+    server: type[Server], folder: Path, made: dict[str, Any]
+) -> Iterator[tuple[Server, Server]]:
     env = site_env(folder, SAGENTS_DRAIN_SECONDS=str(DRAIN_SECONDS))
-    first = Daphne(env, folder / "first.log")
-    second = Daphne(env, folder / "second.log")
+    first = server(env, folder / f"first-{server.name}.log")
+    second = server(env, folder / f"second-{server.name}.log")
     try:
         yield first, second
     finally:
@@ -165,12 +190,12 @@ def pair(folder: Path, made: dict[str, Any]) -> Iterator[tuple[Daphne, Daphne]]:
         second.stop()
 
 
-async def test_sigterm_drains_a_daphne_and_its_sockets_reconnect_to_the_other(
-    pair: tuple[Daphne, Daphne], made: dict[str, Any]
+async def test_sigterm_drains_a_server_and_its_sockets_reconnect_to_the_other(
+    pair: tuple[Server, Server], made: dict[str, Any]
 ) -> None:
     first, second = pair
+    cid = await _new_conversation(first, made["session"])
     balancer = Balancer([first.port, second.port])
-    cid = made["conversation"]
     try:
         async with (
             _connect(balancer, made["session"]) as socket,
@@ -205,9 +230,9 @@ async def test_sigterm_drains_a_daphne_and_its_sockets_reconnect_to_the_other(
                 assert closed.value.rcvd.code == CLOSE_DRAINING
             assert time.monotonic() - signalled >= DRAIN_SECONDS - 0.2
 
-        assert await asyncio.to_thread(first.process.wait, 15) == 0
+        assert await asyncio.to_thread(first.process.wait, 15) == first.stopped
         assert balancer.ready == [second.port]
-        # The client reconnects (through the balancer: to the other daphne) and
+        # The client reconnects (through the balancer: to the other server) and
         # resyncs from the database.
         async with _connect(balancer, made["session"]) as socket:
             assert balancer.routed[-1] == second.port
@@ -221,24 +246,28 @@ async def test_sigterm_drains_a_daphne_and_its_sockets_reconnect_to_the_other(
         balancer.close()
 
 
-def test_a_second_sigterm_stops_a_draining_daphne_at_once(
-    folder: Path, made: dict[str, Any]
+def test_a_second_sigterm_stops_a_draining_server_at_once(
+    server: type[Server], folder: Path, made: dict[str, Any]
 ) -> None:
-    daphne = Daphne(site_env(folder, SAGENTS_DRAIN_SECONDS="60"), folder / "twice.log")
+    process = server(
+        site_env(folder, SAGENTS_DRAIN_SECONDS="60"),
+        folder / f"twice-{server.name}.log",
+    )
     try:
-        assert daphne.get("/ready/")[0] == 200  # a request installs the handler
-        daphne.sigterm()
+        # Under daphne a request installs the handler (uvicorn's lifespan call did).
+        assert process.get("/ready/")[0] == 200
+        process.sigterm()
         deadline = time.monotonic() + 10
-        while daphne.get("/ready/")[0] != 503:
+        while process.get("/ready/")[0] != 503:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        daphne.sigterm()
-        assert daphne.process.wait(15) == 0
-        log = daphne.output()
+        process.sigterm()
+        assert process.process.wait(15) == process.stopped
+        log = process.output()
         assert "Traceback" not in log and "destroyed" not in log, log
         assert "Draining: closing" not in log  # it stopped before the sockets' turn
     finally:
-        daphne.stop()
+        process.stop()
 
 
 def test_a_daphne_that_never_served_a_request_stops_on_sigterm_as_before(
@@ -248,7 +277,28 @@ def test_a_daphne_that_never_served_a_request_stops_on_sigterm_as_before(
     try:
         started = time.monotonic()
         daphne.sigterm()
-        assert daphne.process.wait(15) == 0
+        assert daphne.process.wait(15) == Daphne.stopped
         assert time.monotonic() - started < DRAIN_SECONDS
     finally:
         daphne.stop()
+
+
+def test_a_uvicorn_drains_on_sigterm_before_serving_any_request(
+    folder: Path, made: dict[str, Any]
+) -> None:
+    # uvicorn calls the application for the ASGI lifespan at startup (the Channels
+    # router refuses it, and uvicorn goes on): DrainOnSigterm's handler is in
+    # front of uvicorn's from then on.
+    uvicorn = Uvicorn(site_env(folder), folder / "lifespan.log")
+    try:
+        uvicorn.sigterm()
+        status, body, _ = uvicorn.get("/ready/")
+        assert status == 503
+        assert checks(body)["checks"]["draining"] == "draining"
+        assert uvicorn.process.wait(15) == Uvicorn.stopped
+        log = uvicorn.output()
+        assert "ASGI 'lifespan' protocol appears unsupported." in log
+        assert "Draining: closing 0 sockets" in log
+        assert "Traceback" not in log, log
+    finally:
+        uvicorn.stop()
