@@ -372,8 +372,13 @@ async def test_one_socket_follows_two_conversations_each_frame_naming_its_own(
 
     await sock.send("send", conversation=str(first.pk), text="one")
     await sock.send("send", conversation=str(second.pk), text="two")
-    for conversation in (first, second):
-        await sock.event("run_finished", conversation.pk)
+    # Either may finish first: wait until both have.
+    await sock.until(
+        lambda _frame: all(
+            any(e["event"] == "run_finished" for e in sock.events(c.pk))
+            for c in (first, second)
+        )
+    )
     await sock.disconnect()
 
     for conversation, asked in ((first, "one"), (second, "two")):
