@@ -123,7 +123,7 @@ def _add_message(
         if paused is not None and not hold:
             # The site's policy: a new message dismisses the pending approval (the
             # transcript says so before the message).
-            dismissing = _abandon(scope, pk, paused, reason="A new message")
+            dismissing = _abandon(scope, pk, reason="A new message")
         holder = active or paused
         run = None
         if holder is None and dismissing is None:
@@ -213,13 +213,12 @@ def resume(
         if not pending:
             raise Conflict("Nothing to resume: no approval is pending")
         _fit(checked, pending)
-        paused = last_run(pk, lock=True)
         request = RunRequest(
             scope=scope.to_dict(),
             filesystem_scope=_json_scope(filesystem_scope),
             decisions=as_json,
             revision=revision,
-            queued=take_held(paused),
+            queued=take_held(pk),
         )
         run = _begin(scope, pk, "resume", request)
     return str(run.pk)
@@ -240,23 +239,21 @@ def dismiss(scope: Scope, conversation_id: Any) -> str | None:
             raise RunConflict(pk, run_id=active.pk)
         if not pending_interrupt(pk):
             raise Conflict(NOTHING_TO_DISMISS)
-        return _dismiss(scope, pk, last_run(pk, lock=True), reason="Dismissed")
+        return _dismiss(scope, pk, reason="Dismissed")
 
 
-def _dismiss(scope: Scope, pk: Any, paused: AgentRun | None, *, reason: str) -> Any:
-    return _end_dismissal(scope, pk, _abandon(scope, pk, paused, reason=reason))
+def _dismiss(scope: Scope, pk: Any, *, reason: str) -> Any:
+    return _end_dismissal(scope, pk, _abandon(scope, pk, reason=reason))
 
 
-def _abandon(
-    scope: Scope, pk: Any, paused: AgentRun | None, *, reason: str
-) -> AgentRun:
+def _abandon(scope: Scope, pk: Any, *, reason: str) -> AgentRun:
     """Abandon the pending approval (in the caller's transaction) in a short run of
-    its own, which takes the messages held on ``paused``; that run, still open."""
+    its own, which takes the messages held for it; that run, still open."""
     conversation = require(scope, pk)
     state = load_state(scope, conversation)
     revision = services.state_revision(scope, pk)
     calls = _pending_calls(state.interrupt_data or {})
-    request = RunRequest(scope=scope.to_dict(), queued=take_held(paused))
+    request = RunRequest(scope=scope.to_dict(), queued=take_held(pk))
     run = services.begin_run(scope, pk, trigger="dismiss", metadata=request.to_dict())
     services.save_agent_state(
         scope, pk, serialize_server_state(abandon(state)), expected_revision=revision
@@ -336,15 +333,24 @@ def _begin(scope: Scope, pk: Any, trigger: str, request: RunRequest) -> AgentRun
     return run
 
 
-def take_held(paused: AgentRun | None) -> tuple[QueuedMessage, ...]:
-    """The messages held on the paused run, taken off it (in the caller's
-    transaction)."""
-    if paused is None:
-        return ()
-    request = RunRequest.of(paused)
-    if request.queued:
-        _save_request(paused, replace(request, queued=()))
-    return request.queued
+def take_held(pk: Any) -> tuple[QueuedMessage, ...]:
+    """The messages held for a pending approval, taken off the ended runs that
+    hold them (the paused run, or a short run of a verb that came after it), oldest
+    first, in the caller's transaction."""
+    held: list[QueuedMessage] = []
+    holders = (
+        AgentRun.objects.of(pk)
+        .finished()
+        .filter(metadata__has_key="queued")
+        .select_for_update()
+        .order_by("created_at")
+    )
+    for run in holders:
+        request = RunRequest.of(run)
+        if request.queued:
+            held += request.queued
+            _save_request(run, replace(request, queued=()))
+    return tuple(held)
 
 
 def _save_request(run: AgentRun, request: RunRequest) -> None:

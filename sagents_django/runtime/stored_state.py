@@ -27,7 +27,7 @@ from .admission import bounded, send_control, take_held
 from .agents import build_agent
 from .ending import Ending, end_run
 from .events_out import after_commit
-from .lookup import last_run, load_state, require
+from .lookup import load_state, require
 from .publisher import display_message_json, publish
 from .requests import Notification, RunRequest
 
@@ -89,14 +89,13 @@ def _replace_state(scope: Scope, pk: Any, state: State, why: str) -> None:
     overwrites it or is overwritten."""
     data = serialize_server_state(state)
     with transaction.atomic():
-        paused = last_run(pk, lock=True)
         run = services.begin_run(scope, pk, trigger=why)
         services.save_agent_state(scope, pk, data)
         if state.interrupt_data:
             services.finish_run(scope, run.pk, status="completed")
             return
         # No approval waits any more: the messages held for one are answered.
-        held = take_held(paused)
+        held = take_held(pk)
         run.metadata = RunRequest(scope=scope.to_dict(), queued=held).to_dict()
         ended = end_run(scope, run, Ending(status="completed"))
         if ended.next_run_id is not None:

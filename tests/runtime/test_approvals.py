@@ -104,6 +104,28 @@ async def test_a_message_sent_while_an_approval_waits_is_held_until_it_is_reject
     assert sent_texts(site.requests[2])[-1] == "hello?"
 
 
+async def test_a_held_message_survives_a_verb_that_holds_the_conversation_meanwhile(
+    site: Any,
+) -> None:
+    """A notification while the approval waits runs a short run of its own after
+    the paused one: the held message is still answered after the decision."""
+    site.script(reply(tool_calls=[WRITE]), reply("Written."), reply("Noted."))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+    await agent_server.aadd_message(scope, conversation.pk, "write it")
+    await follower.until("run_finished")
+    held = await agent_server.aadd_message(scope, conversation.pk, "and then?")
+    await agent_server.anotify_middleware(scope, conversation.pk, "notes", {"n": 1})
+
+    resumed = await agent_server.aresume(scope, conversation.pk, [{"type": "approve"}])
+    done = await follower.finished(resumed)
+    answered = await follower.finished(done["data"]["next_run_id"])
+
+    assert held.held
+    assert answered["data"]["status"] == "completed"
+    assert sent_texts(site.requests[2])[-1] == "and then?"
+
+
 async def test_the_dismiss_policy_dismisses_the_approval_and_answers_at_once(
     site: Any, settings: Any
 ) -> None:
