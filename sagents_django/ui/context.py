@@ -21,6 +21,8 @@ from . import approvals, files, transcript
 PAGE_SIZE = 100
 """Rows of history a page shows; older ones load on scroll (cursor ``before``)."""
 MAX_RUNS_SHOWN = 50
+VERB_TRIGGERS = ("dismiss", "notify", "restore", "update", "reset")
+"""Short runs of verbs that held the conversation without a turn: no usage row."""
 
 
 class Chat:
@@ -97,6 +99,7 @@ class Chat:
         return list(
             AgentRun.objects.filter(conversation_id=self.conversation.pk)
             .exclude(status__in=("queued",))
+            .exclude(trigger__in=VERB_TRIGGERS)
             .order_by("created_at")[:MAX_RUNS_SHOWN]
         )
 

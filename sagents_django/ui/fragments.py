@@ -203,9 +203,12 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
     if event in ("file_updated", "file_deleted"):
         return _partial("file_tree", chat=chat, oob=True)
     if event == "conversation_title_generated":
-        return _partial("title", conversation=conversation, oob=True) + _partial(
-            "title_text", conversation=conversation, oob=True
-        )
+        # The stored title (a title the person chose stays): read again, the page
+        # keeps its conversation between events.
+        live.conversation = conversation = services.get_conversation(scope, cid)
+        if conversation is None:
+            return ""
+        return _partial("title", conversation=conversation, oob=True)
     if event == "agent_state_update":
         return resync(scope, cid, None)
     return ""

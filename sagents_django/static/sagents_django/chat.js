@@ -76,7 +76,14 @@
   document.addEventListener("htmx:wsClose", function (event) {
     var code = event.detail.event && event.detail.event.code;
     // 4401: no signed-in session, or it signed out (in this tab or another).
-    if (code === 4401) { setConnection("You are signed out: sign in again to go on."); return; }
+    if (code === 4401) {
+      setConnection("You are signed out: sign in again to go on.");
+      // What the forms would send now would be refused by a sign-in redirect
+      // that a swap of nothing hides: nothing can be sent from this page.
+      document.querySelectorAll("form.sg-form button, form.sg-form textarea, form.sg-form input")
+        .forEach(function (el) { el.disabled = true; });
+      return;
+    }
     if (code === 4404) { setConnection("This conversation is not available."); return; }
     setConnection("Connection lost: reconnecting…");
     // 4503: the server is stopping for a deploy. htmx reconnects by itself only
