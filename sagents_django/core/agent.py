@@ -29,6 +29,7 @@ from .middleware.base import (
     MiddlewareEntry,
     Resume,
     call_hook,
+    fold_state_hooks,
     init_stack,
 )
 from .middleware.human_in_the_loop import maybe_append
@@ -253,14 +254,7 @@ class Agent:
         """Run the ``on_turn_end`` hooks, whatever ended the turn (``result`` is None
         when it raised); the state they return becomes the result's."""
         state = execution.state if result is None else result.state
-        for entry in self.turn_end_entries:
-            try:
-                outcome = await call_hook(entry.middleware.on_turn_end, state)
-            except Exception:
-                logger.exception("Middleware %s failed in on_turn_end", entry.id)
-                continue
-            if isinstance(outcome, State):
-                state = outcome
+        state = await fold_state_hooks(self.turn_end_entries, "on_turn_end", state)
         execution.state = state
         if result is not None:
             result.state = state

@@ -277,11 +277,7 @@ class Recorder:
         for last in (False, True):
             try:
                 with unit() if not last else transaction.atomic():
-                    if self.journal is not None:
-                        self.journal.record(info["call_id"])
-                    row = self.display.update_tool_status(
-                        self.scope, status, info, self.context()
-                    )
+                    [row] = self._settle_rows([(status, info)]) or [None]
                 break
             except Exception:
                 if last:

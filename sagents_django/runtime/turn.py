@@ -42,7 +42,7 @@ from sagents_django.core import (
     State,
 )
 from sagents_django.core.exceptions import LLMError
-from sagents_django.core.middleware.base import call_hook
+from sagents_django.core.middleware.base import fold_state_hooks
 from sagents_django.core.middleware.patch_tool_calls import patch_dangling_tool_calls
 from sagents_django.core.persistence import (
     Lifecycle,
@@ -253,7 +253,7 @@ class Turn:
                     # start or its end): the run must still end, or its
                     # conversation stays held.
                     logger.exception("Run %s failed outside its turn", self.run_id)
-                    status = await self._end_anyway(f"{type(exc).__name__}: {exc}")
+                    status = await self._end_error(f"{type(exc).__name__}: {exc}")
                 finally:
                     heart.cancel()
                     with contextlib.suppress(BaseException):
@@ -299,15 +299,7 @@ class Turn:
         """``on_server_start`` of each middleware: a session of the conversation
         starts with every turn here (no process stays between turns)."""
         assert self.agent is not None
-        for entry in self.agent.middleware:
-            try:
-                outcome = await call_hook(entry.middleware.on_server_start, state)
-            except Exception:
-                logger.exception("Middleware %s failed in on_server_start", entry.id)
-                continue
-            if isinstance(outcome, State):
-                state = outcome
-        return state
+        return await fold_state_hooks(self.agent.middleware, "on_server_start", state)
 
     async def _start(self) -> AgentResult:
         assert self.agent is not None
@@ -479,10 +471,6 @@ class Turn:
             display=self.recorder.display,
             context=self.context(),
         )
-
-    async def _end_anyway(self, error: str) -> str:
-        """End the run as an error after a failure the turn did not handle."""
-        return await self._end(Ending.failed(error))
 
     async def _end_error(self, error: str, error_type: str = "agent_error") -> str:
         return await self._end(Ending.failed(error, error_type))

@@ -71,18 +71,25 @@ def stream(in_flight: InFlight) -> str:
     )
 
 
+def _status_panels(chat: Chat) -> list[str]:
+    """Status, send note, approval form: what follows the agent's status."""
+    return [
+        _partial("status", chat=chat, oob=True),
+        _partial("send_note", chat=chat, oob=True),
+        _partial(
+            "approval_form",
+            requests=chat.approvals,
+            conversation=chat.conversation,
+            oob=True,
+        ),
+    ]
+
+
 def panels(chat: Chat) -> str:
     """Status, send note, approvals, usage: what changes with the run."""
     return "".join(
         [
-            _partial("status", chat=chat, oob=True),
-            _partial("send_note", chat=chat, oob=True),
-            _partial(
-                "approval_form",
-                requests=chat.approvals,
-                conversation=chat.conversation,
-                oob=True,
-            ),
+            *_status_panels(chat),
             _partial("usage", chat=chat, oob=True),
             _partial("inbox_count", inbox_count=inbox_count(chat.scope), oob=True),
         ]
@@ -261,16 +268,7 @@ def _status(chat: Chat, data: dict[str, Any]) -> str:
     its interrupt (a paused run's), the inbox badge when an approval came or went."""
     status = chat.status
     chat.approvals = requests_of(data.get("data")) if status == "interrupted" else []
-    parts = [
-        _partial("status", chat=chat, oob=True),
-        _partial("send_note", chat=chat, oob=True),
-        _partial(
-            "approval_form",
-            requests=chat.approvals,
-            conversation=chat.conversation,
-            oob=True,
-        ),
-    ]
+    parts = _status_panels(chat)
     if status != "running":
         parts.append(clear_stream())
         parts.append(

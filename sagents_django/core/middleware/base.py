@@ -42,7 +42,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
@@ -189,6 +189,25 @@ async def call_hook(function: Callable[..., Any], *args: Any, **kwargs: Any) -> 
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+async def fold_state_hooks(
+    entries: Iterable[MiddlewareEntry], hook: str, state: State
+) -> State:
+    """Call the hook ``hook`` of each entry's middleware in order, each on the state
+    the one before returned (a hook that returns something else keeps it); a hook
+    that raises is logged and skipped. The state at the end."""
+    from ..state import State
+
+    for entry in entries:
+        try:
+            outcome = await call_hook(getattr(entry.middleware, hook), state)
+        except Exception:
+            logger.exception("Middleware %s failed in %s", entry.id, hook)
+            continue
+        if isinstance(outcome, State):
+            state = outcome
+    return state
 
 
 def class_path(cls: type) -> str:
