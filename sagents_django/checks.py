@@ -14,6 +14,8 @@ fails ``manage.py check`` instead of every turn:
   not a positive number; E024 LEASE_SECONDS is not above twice HEARTBEAT_SECONDS
   (a living turn would look dead between two beats)
 - E030 DRAIN_SECONDS: not a number of seconds, 0 or more
+- E026 MESSAGE_PREPROCESSOR is not a dotted path; E027 it cannot be imported or
+  has no ``preprocess``
 - E015 FACTORY cannot be imported or is not callable
 - E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
   them cannot be imported or is not a class
@@ -25,7 +27,7 @@ fails ``manage.py check`` instead of every turn:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.core import checks
@@ -44,6 +46,7 @@ IDS = {
     "AGENT_PERSISTENCE": "sagents_django.E017",
     "DISPLAY_PERSISTENCE": "sagents_django.E018",
     "DOUBLE_TEXT": "sagents_django.E011",
+    "MESSAGE_PREPROCESSOR": "sagents_django.E026",
     "WHILE_APPROVAL_PENDING": "sagents_django.E025",
     "MAX_QUEUED_ROUNDS": "sagents_django.E012",
     "INACTIVITY_TIMEOUT": "sagents_django.E013",
@@ -58,6 +61,8 @@ IDS = {
 """The check id of each key's type check."""
 
 HINTS = {
+    "FACTORY:import": "Name the build_agent function sagents_setup wrote, e.g. "
+    '"myproject.agents.factory.build_agent".',
     "MODEL": 'Use a litellm model string such as "openai/gpt-4o-mini", or '
     '"sagents/demo" for the offline demo model.',
     "MODEL_PARAMS": 'Pass litellm keyword arguments, e.g. {"temperature": 0}.',
@@ -74,6 +79,8 @@ HINTS = {
     "setting; the default is "
     "sagents_django.persistence.DjangoDisplayMessagePersistence.",
     "DOUBLE_TEXT": '"enqueue" runs a message sent during a turn right after it.',
+    "MESSAGE_PREPROCESSOR": "Name an object or class with preprocess(message, "
+    'context), e.g. "myapp.chat.Mentions", or leave it unset.',
     "WHILE_APPROVAL_PENDING": '"hold" answers a message sent while an approval is '
     'pending once it is decided; "dismiss" dismisses the approval.',
     "MAX_QUEUED_ROUNDS": "Give a number of turns, e.g. 10.",
@@ -111,6 +118,12 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     factory = user.get("FACTORY")
     if factory is not None and conf.problem("FACTORY", factory) is None:
         messages.extend(_check_factory(factory))
+    preprocessor = user.get("MESSAGE_PREPROCESSOR")
+    if (
+        preprocessor is not None
+        and conf.problem("MESSAGE_PREPROCESSOR", preprocessor) is None
+    ):
+        messages.extend(_check_preprocessor(preprocessor))
     messages.extend(_check_lease(user))
     for key in ("AGENT_PERSISTENCE", "DISPLAY_PERSISTENCE"):
         path = user.get(key, conf.DEFAULTS[key])
@@ -128,41 +141,58 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     return messages
 
 
-def _check_factory(path: str) -> list[checks.CheckMessage]:
-    try:
-        factory = import_string(path)
-    except Exception as exc:
-        why = f"{type(exc).__name__}: {exc}"
-    else:
-        if callable(factory):
-            return []
-        why = f"it is {factory!r}, not a function"
-    return [
-        checks.Error(
-            f"SAGENTS['FACTORY'] names {path!r}, which cannot be used: {why}",
-            hint="Name the build_agent function sagents_setup wrote, e.g. "
-            '"myproject.agents.factory.build_agent".',
-            id="sagents_django.E015",
-        )
-    ]
-
-
-def _check_class(key: str, path: str) -> list[checks.CheckMessage]:
+def _check_import(
+    key: str, path: str, unusable: Callable[[Any], str | None], id: str
+) -> list[checks.CheckMessage]:
+    """``SAGENTS[key]`` imports, and ``unusable(found)`` finds nothing wrong."""
     try:
         found = import_string(path)
     except Exception as exc:
-        why = f"{type(exc).__name__}: {exc}"
+        why: str | None = f"{type(exc).__name__}: {exc}"
     else:
-        if isinstance(found, type):
+        why = unusable(found)
+        if why is None:
             return []
-        why = f"it is {found!r}, not a class"
     return [
         checks.Error(
             f"SAGENTS[{key!r}] names {path!r}, which cannot be used: {why}",
-            hint=HINTS[key],
-            id="sagents_django.E019",
+            hint=HINTS.get(f"{key}:import", HINTS[key]),
+            id=id,
         )
     ]
+
+
+def _check_factory(path: str) -> list[checks.CheckMessage]:
+    return _check_import(
+        "FACTORY",
+        path,
+        lambda found: None if callable(found) else f"it is {found!r}, not a function",
+        "sagents_django.E015",
+    )
+
+
+def _check_preprocessor(path: str) -> list[checks.CheckMessage]:
+    return _check_import(
+        "MESSAGE_PREPROCESSOR",
+        path,
+        lambda found: (
+            None
+            if callable(getattr(found, "preprocess", None))
+            else f"{found!r} has no preprocess(message, context)"
+        ),
+        "sagents_django.E027",
+    )
+
+
+def _check_class(key: str, path: str) -> list[checks.CheckMessage]:
+    return _check_import(
+        key,
+        path,
+        lambda found: (
+            None if isinstance(found, type) else f"it is {found!r}, not a class"
+        ),
+        "sagents_django.E019",
+    )
 
 
 def _check_scope_class(path: str) -> list[checks.CheckMessage]:

@@ -46,6 +46,10 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         "DISPLAY_PERSISTENCE": (
             "sagents_django.persistence.DjangoDisplayMessagePersistence"
         ),
+        # The MessagePreprocessor (dotted path to an object or a class) every
+        # person's message goes through: one text shown, another sent to the model.
+        # None: the factory's `message_preprocessor` attribute, if it has one.
+        "MESSAGE_PREPROCESSOR": None,
         # A message sent while a turn runs: "enqueue" (run right after it), "reject"
         # (RunConflict) or "interrupt" (cancel the turn, then run with the message).
         "DOUBLE_TEXT": "enqueue",
@@ -150,6 +154,12 @@ def _factory(value: Any) -> str | None:
     )
 
 
+def _optional_path(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and DOTTED_PATH.match(value)):
+        return None
+    return f"must be None or a dotted path, e.g. 'myapp.chat.Mentions', not {value!r}"
+
+
 def _double_text(value: Any) -> str | None:
     if isinstance(value, str) and value in DOUBLE_TEXT_POLICIES:
         return None
@@ -203,6 +213,7 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "FACTORY": _factory,
         "AGENT_PERSISTENCE": _class_path,
         "DISPLAY_PERSISTENCE": _class_path,
+        "MESSAGE_PREPROCESSOR": _optional_path,
         "DOUBLE_TEXT": _double_text,
         "WHILE_APPROVAL_PENDING": _approval_pending,
         "MAX_QUEUED_ROUNDS": _positive_int("rounds"),
@@ -301,6 +312,10 @@ class SagentsSettings:
     @property
     def DISPLAY_PERSISTENCE(self) -> str:
         return cast(str, valid("DISPLAY_PERSISTENCE"))
+
+    @property
+    def MESSAGE_PREPROCESSOR(self) -> str | None:
+        return cast("str | None", valid("MESSAGE_PREPROCESSOR"))
 
     @property
     def DOUBLE_TEXT(self) -> str:

@@ -149,6 +149,7 @@ GOOD = {
     "MAX_STATE_BYTES": 1024,
     "FACTORY": "project.agents.factory.build_agent",
     "DOUBLE_TEXT": "interrupt",
+    "MESSAGE_PREPROCESSOR": "tests.runtime.agents.Mentions",
     "WHILE_APPROVAL_PENDING": "dismiss",
     "MAX_QUEUED_ROUNDS": 3,
     "INACTIVITY_TIMEOUT": None,
@@ -281,3 +282,23 @@ def test_no_channel_layer_is_a_warning_that_says_what_to_add() -> None:
         CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     ):
         assert not [m for m in checks.run_checks() if m.id == "sagents_django.W002"]
+
+
+@pytest.mark.parametrize("value", ["mentions", 3, "tests.runtime.agents."])
+def test_a_preprocessor_that_is_no_dotted_path_fails_e026(value: Any) -> None:
+    with override_settings(SAGENTS={"MESSAGE_PREPROCESSOR": value}):
+        assert sagents_ids() == {"sagents_django.E026"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "tests.runtime.agents.NoSuchPreprocessor",  # not there
+        "sagents_django.conf.DEFAULTS",  # no preprocess()
+    ],
+)
+def test_a_preprocessor_that_cannot_be_used_fails_e027(path: str) -> None:
+    with override_settings(SAGENTS={"MESSAGE_PREPROCESSOR": path}):
+        [message] = sagents_messages()
+    assert message.id == "sagents_django.E027"
+    assert repr(path) in message.msg

@@ -41,7 +41,8 @@ from . import control, runs
 from .ending import Ending, end_run
 from .events_out import after_commit, signal_after_commit
 from .executors import get_executor
-from .lookup import last_run, load_state, pending_interrupt, require
+from .intake import Prepared, prepare
+from .lookup import check_scope, last_run, load_state, pending_interrupt, require
 from .publisher import display_message_json
 from .requests import QueuedMessage, RunRequest
 
@@ -89,13 +90,16 @@ def add_message(
     ``SAGENTS["WHILE_APPROVAL_PENDING"]`` decides: "hold" keeps it on the paused run
     until the approval is decided or dismissed (``held=True``), "dismiss" dismisses
     the approval and answers at once. A bad message is ``InvalidInput`` before
-    anything is written."""
+    anything is written. The site's ``MESSAGE_PREPROCESSOR`` (``runtime.intake``)
+    makes the text shown and the message the model reads."""
     text = message_text(text)
     extra = _metadata(metadata)
     pk = conversation_pk(conversation_id)
+    check_scope(scope)
+    prepared = prepare(scope, pk, text, extra)
     for attempt in range(5):
         try:
-            return _add_message(scope, pk, text, extra, filesystem_scope)
+            return _add_message(scope, pk, prepared, filesystem_scope)
         except RunConflict:
             # A turn ended and its queued messages' run began between our look and
             # our write: look again (a real "reject" raises at once).
@@ -105,8 +109,9 @@ def add_message(
 
 
 def _add_message(
-    scope: Scope, pk: Any, text: str, extra: dict[str, Any], filesystem_scope: Any
+    scope: Scope, pk: Any, prepared: Prepared, filesystem_scope: Any
 ) -> Submission:
+    text, extra = prepared.text, prepared.metadata
     policy = sagents_settings.DOUBLE_TEXT
     with transaction.atomic():
         require(scope, pk, lock=True)
@@ -139,7 +144,9 @@ def _add_message(
             metadata={**extra, "queued": active is not None or hold},
             run_id=run.pk if run is not None else None,
         )
-        message = QueuedMessage(text=text, metadata=extra, display_ids=(row.pk,))
+        message = QueuedMessage(
+            text=text, metadata=extra, display_ids=(row.pk,), llm=prepared.llm
+        )
         ids = [str(row.pk)]
         row_json = display_message_json(row)
         after_commit(pk, "display_message_saved", {"display_message": row_json})

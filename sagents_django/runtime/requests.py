@@ -28,13 +28,19 @@ class QueuedMessage:
     """Extra keys for the message (who sent it, from where)."""
     display_ids: tuple[int, ...] = ()
     """The display rows that show it."""
+    llm: dict[str, Any] | None = None
+    """The message the model reads (``Message.to_dict()``) when the site's
+    preprocessor made one of its own (``runtime.intake``); None: ``text``."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "text": self.text,
             "metadata": self.metadata,
             "display_ids": list(self.display_ids),
         }
+        if self.llm is not None:
+            data["llm"] = self.llm
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> QueuedMessage | None:
@@ -42,7 +48,9 @@ class QueuedMessage:
             return None
         extra = data.get("metadata")
         ids = data.get("display_ids")
+        llm = data.get("llm")
         return cls(
+            llm=llm if isinstance(llm, dict) else None,
             text=str(data.get("text", "")),
             metadata=extra if isinstance(extra, dict) else {},
             display_ids=tuple(i for i in ids if isinstance(i, int))

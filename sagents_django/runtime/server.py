@@ -62,6 +62,8 @@ class AgentServer:
     cancel = staticmethod(admission.cancel)
     # Status
     get_status = staticmethod(status.get_status)
+    is_running = staticmethod(status.is_running)
+    get_agent = staticmethod(status.get_agent)
     get_info = staticmethod(status.get_info)
     get_metadata = staticmethod(status.get_metadata)
     touch = staticmethod(status.touch)
@@ -98,6 +100,8 @@ class AgentServer:
     adismiss = staticmethod(_async(admission.dismiss))
     acancel = staticmethod(_async(admission.cancel))
     aget_status = staticmethod(_async(status.get_status))
+    ais_running = staticmethod(_async(status.is_running))
+    aget_agent = staticmethod(_async(status.get_agent))
     aget_info = staticmethod(_async(status.get_info))
     aget_metadata = staticmethod(_async(status.get_metadata))
     atouch = staticmethod(_async(status.touch))

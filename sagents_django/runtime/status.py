@@ -15,12 +15,14 @@ from django.utils import timezone
 
 from sagents_django import services
 from sagents_django.conf import sagents_settings
+from sagents_django.core import Agent
 from sagents_django.exceptions import InvalidInput
 from sagents_django.models import AgentRun
 from sagents_django.scope import Scope
 from sagents_django.services.conversations import conversation_pk, owned_conversations
 
 from . import viewers
+from .agents import build_agent
 from .lookup import check_scope, load_state, pending_interrupt, require
 
 Status = Literal["idle", "running", "interrupted", "cancelled", "error", "not_running"]
@@ -43,6 +45,22 @@ def get_status(scope: Scope, conversation_id: Any) -> Status:
     if last in ("cancelled", "error"):
         return last  # type: ignore[return-value]
     return "idle"
+
+
+def is_running(scope: Scope, conversation_id: Any) -> bool:
+    """Whether a turn of the conversation is queued or running (Sagents'
+    ``AgentServer.running?``)."""
+    pk = conversation_pk(conversation_id)
+    require(scope, pk)
+    return AgentRun.objects.of(pk).active().exists()
+
+
+def get_agent(scope: Scope, conversation_id: Any) -> Agent:
+    """The conversation's agent as its next turn will run it: the site's factory
+    builds it (configuration lives in code), for ``scope``. Sagents'
+    ``get_agent``; NotFound outside the scope."""
+    conversation = require(scope, conversation_pk(conversation_id))
+    return build_agent(conversation.agent_id, scope, None)
 
 
 def get_info(scope: Scope, conversation_id: Any) -> dict[str, Any]:

@@ -355,7 +355,11 @@ class Turn:
         if request.messages:
             state = self.state
             for entry in request.messages:
-                user = Message.user(entry.text)
+                user = (
+                    Message.from_dict(entry.llm)
+                    if entry.llm is not None
+                    else Message.user(entry.text)
+                )
                 if entry.metadata:
                     user = replace(user, metadata={**user.metadata, **entry.metadata})
                 state = state.add_message(user)

@@ -14,6 +14,8 @@ from sagents_django.conf import sagents_settings
 from sagents_django.core import (
     Agent,
     ChatModel,
+    MentionExpander,
+    Message,
     Middleware,
     State,
     build_default_middleware,
@@ -51,3 +53,30 @@ def build_agent(
         filesystem_scope=filesystem_scope,
         tool_context={"scope": scope},
     )
+
+
+BRIEF = "The brief: ship the release on Friday."
+
+
+class Mentions(MentionExpander):
+    """The preprocessor the runtime tests name: ``@brief`` reaches the model as the
+    brief's text; a message saying "forbidden" is refused. It counts its calls."""
+
+    calls = 0
+
+    def __init__(self) -> None:
+        super().__init__({"brief": BRIEF})
+
+    def preprocess(self, message: Message, context: Any) -> tuple[Message, Message]:
+        type(self).calls += 1
+        if "forbidden" in message.text:
+            raise ValueError("That message is not allowed here.")
+        return super().preprocess(message, context)
+
+
+def build_agent_with_mentions(**options: Any) -> Agent:
+    return build_agent(**options)
+
+
+# A factory may carry its preprocessor (when SAGENTS["MESSAGE_PREPROCESSOR"] is unset).
+build_agent_with_mentions.message_preprocessor = Mentions  # type: ignore[attr-defined]

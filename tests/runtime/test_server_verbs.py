@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from sagents_django import services
 from sagents_django.core import Message, State
-from sagents_django.exceptions import InvalidInput, RunConflict
+from sagents_django.exceptions import InvalidInput, NotFound, RunConflict
 from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.persistence import DjangoDisplayMessagePersistence
 from sagents_django.runtime import agent_server, viewers
@@ -258,3 +258,25 @@ async def test_cancel_of_a_living_turn_only_asks_it_to_stop(site: Any) -> None:
         )
     ]
     assert len(notes) == 1  # the turn's own note, not a second one
+
+
+async def test_get_agent_and_is_running_answer_for_the_scope_only(site: Any) -> None:
+    site.script(reply("Slowly.", chunks=20, delay=0.03))
+    scope, conversation = await new_conversation()
+    other, _ = await new_conversation("bob")
+    follower = await follow(scope, conversation.pk)
+
+    agent = await agent_server.aget_agent(scope, conversation.pk)
+    assert agent.agent_id == conversation.agent_id
+    assert [t.name for t in agent.tools if t.name == "write_file"] == ["write_file"]
+    assert not await agent_server.ais_running(scope, conversation.pk)
+    await agent_server.aadd_message(scope, conversation.pk, "hi")
+    assert await agent_server.ais_running(scope, conversation.pk)
+    await follower.until("run_finished")
+    assert not await agent_server.ais_running(scope, conversation.pk)
+
+    for verb in (agent_server.aget_agent, agent_server.ais_running):
+        with pytest.raises(NotFound):
+            await verb(other, conversation.pk)
+        with pytest.raises(InvalidInput):
+            await verb(scope, "not-a-uuid")
