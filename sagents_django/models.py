@@ -32,6 +32,8 @@ CONTENT_TYPES = (
     "tool_call",
     "tool_result",
     "error",
+    # A note of the system's (upstream v0.13): content["stop_reason"] says why.
+    "notification",
 )
 DISPLAY_STATUSES = (
     "pending",

@@ -289,6 +289,10 @@ class DjangoDisplayMessagePersistence:
         return None
 
 
+STOP_DETAILS_CHARS = 500
+"""A cut-off reply's ``stop_details`` is the provider's error, bounded."""
+
+
 def display_rows(message: Message) -> list[dict[str, Any]]:
     """The display-row attributes of ``message``: one per display item, numbered by
     ``sequence``; tool calls start pending, interrupted results are marked, and the
@@ -320,6 +324,14 @@ def display_rows(message: Message) -> list[dict[str, Any]]:
         if unfinished and kind in ("text", "thinking"):
             row["status"] = message.status
         rows.append(row)
+    if unfinished and rows:
+        # Upstream v0.12.1: the last item of a message that did not finish says
+        # why (and the provider's words when it gave some); a finished one neither.
+        last = rows[-1]
+        last["content"] = {**last["content"], "stop_reason": message.status}
+        details = message.metadata.get("stop_details")
+        if isinstance(details, str) and details:
+            last["content"]["stop_details"] = details[:STOP_DETAILS_CHARS]
     return rows
 
 

@@ -287,6 +287,9 @@ def _with_partial(
 ) -> StreamError:
     error.retryable = retryable
     error.partial = assembler.build("stream_error") if assembler.emitted else None
+    if error.partial is not None and str(error):
+        # What the transcript's "cut off" note can say (upstream v0.12.1).
+        error.partial.metadata["stop_details"] = str(error)
     return error
 
 

@@ -102,8 +102,8 @@ class Ending:
             notes.append(
                 {
                     "message_type": "system",
-                    "content_type": "text",
-                    "content": {"text": CANCELLED_TEXT, "kind": "cancelled"},
+                    "content_type": "notification",
+                    "content": {"text": CANCELLED_TEXT, "stop_reason": "cancelled"},
                 }
             )
         if self.status == "error" and self.error_type is not None:

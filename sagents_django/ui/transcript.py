@@ -20,7 +20,17 @@ from sagents_django.models import DISPLAY_STATUSES, MESSAGE_TYPES, DisplayMessag
 
 from .markdown import render_markdown
 
-EntryKind = Literal["text", "thinking", "tool", "result", "error", "other"]
+EntryKind = Literal[
+    "text", "thinking", "tool", "result", "error", "notification", "other"
+]
+
+STOPPED = {
+    "cancelled": "Stopped.",
+    "length": "Cut off: the reply reached its length limit.",
+    "content_filtered": "Cut off by the provider's content filter.",
+    "stream_error": "Cut off: the connection to the model failed.",
+}
+"""The note beside a reply that did not finish, by its ``stop_reason``."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -51,6 +61,8 @@ class Entry:
     """A ``task`` call: the sub-agent's live work is drawn inside its card."""
     retry: bool = False
     """An error the person may retry (the last row of a failed turn)."""
+    stopped: str = ""
+    """Why the message this row ends did not finish (``STOPPED``), else empty."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -118,6 +130,7 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
         "inserted_at": row.inserted_at,
     }
     metadata = row.metadata if isinstance(row.metadata, dict) else {}
+    base["stopped"] = STOPPED.get(str(content.get("stop_reason")), "")
     match row.content_type:
         case "text":
             text = _text(content.get("text"))
@@ -134,6 +147,9 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
         case "error":
             text = _text(content.get("text", content.get("message", "")))
             return Entry(kind="error", text=text, html=render_markdown(text), **base)
+        case "notification":
+            base["stopped"] = ""  # the note says it itself
+            return Entry(kind="notification", text=_text(content.get("text")), **base)
         case "tool_call":
             call_id = call_id_of(row)
             answer = answers.get(call_id)

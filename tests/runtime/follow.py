@@ -116,3 +116,16 @@ async def runs_of(conversation: Any) -> list[AgentRun]:
     return await sync_to_async(list)(
         AgentRun.objects.filter(conversation=conversation.pk).order_by("created_at")
     )
+
+
+def client_page(scope: Scope, conversation: Any) -> str:
+    """The chat page of ``conversation`` as its owner gets it."""
+    from django.test import Client
+    from django.urls import reverse
+
+    client = Client()
+    client.force_login(scope.user)
+    url = reverse("sagents_django:conversation", args=[conversation.pk])
+    response = client.get(url)
+    assert response.status_code == 200
+    return response.content.decode()

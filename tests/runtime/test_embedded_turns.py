@@ -16,7 +16,7 @@ from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.runtime import agent_server
 from tests.fakes.openai_server import reply, tool_call
 from tests.runtime import follow as follow_module
-from tests.runtime.follow import follow, make_scope, new_conversation
+from tests.runtime.follow import client_page, follow, make_scope, new_conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,10 +91,20 @@ async def test_cancel_mid_stream_keeps_the_partial_text(site: Any) -> None:
     rows = await sync_to_async(list)(
         DisplayMessage.objects.filter(conversation=conversation.pk).order_by("pk")
     )
-    assert rows[-1].content["text"] == "Agent execution cancelled."
+    note = rows[-1]
+    assert note.content == {
+        "text": "Agent execution cancelled.",
+        "stop_reason": "cancelled",
+    }
+    assert (note.message_type, note.content_type) == ("system", "notification")
     partial = [r for r in rows if r.message_type == "assistant"]
     assert partial and 0 < len(partial[0].content["text"]) < len("word " * 200)
     assert partial[0].status == "cancelled"
+    assert partial[-1].content["stop_reason"] == "cancelled"
+    assert "stop_reason" not in rows[0].content  # a finished message has none
+    page = await sync_to_async(client_page)(scope, conversation)
+    assert '<p class="sg-note" role="status">Agent execution cancelled.</p>' in page
+    assert '<p class="sg-stopped">Stopped.</p>' in page
     assert await agent_server.aget_status(scope, conversation.pk) == "cancelled"
     assert not await agent_server.acancel(scope, conversation.pk)
 

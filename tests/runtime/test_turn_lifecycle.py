@@ -14,7 +14,13 @@ from sagents_django.models import AgentRun
 from sagents_django.runtime import agent_server
 from tests.fakes.openai_server import fault, reply, tool_call
 from tests.runtime import follow as follow_module
-from tests.runtime.follow import follow, new_conversation, rows_of, runs_of
+from tests.runtime.follow import (
+    client_page,
+    follow,
+    new_conversation,
+    rows_of,
+    runs_of,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -262,6 +268,12 @@ async def test_a_reply_cut_off_mid_stream_is_stored_as_cut_off(site: Any) -> Non
     ]
     assert partial.content["text"] and partial.status == "stream_error"
     assert partial.metadata["stop_reason"] == "stream_error"
+    # Upstream v0.12.1: the message's last item says why, with the provider's words.
+    assert partial.content["stop_reason"] == "stream_error"
+    assert partial.content["stop_details"]
+    # The chat page says so beside the text.
+    page = await sync_to_async(client_page)(scope, conversation)
+    assert "Cut off: the connection to the model failed." in page
 
 
 # Approvals ----------------------------------------------------------------------
