@@ -33,7 +33,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from sagents_django import services
-from sagents_django.core.display import extract_display_items
+from sagents_django.core.display import DISPLAY_METADATA, extract_display_items
 from sagents_django.core.exceptions import SerializationError
 from sagents_django.core.messages import Message
 from sagents_django.core.persistence import (
@@ -301,6 +301,9 @@ def display_rows(message: Message) -> list[dict[str, Any]]:
     shared = {
         k: message.metadata[k] for k in MESSAGE_METADATA_KEYS if k in message.metadata
     }
+    shown = message.metadata.get(DISPLAY_METADATA)
+    if isinstance(shown, dict):
+        shared.update(shown)  # what transform_display_message hooks added
     unfinished = message.status != "complete"
     if unfinished:
         shared["stop_reason"] = message.status
@@ -387,7 +390,10 @@ def display_callbacks(
         if row is not None:
             await announce("display_message_updated", [row])
 
-    async def on_message(_execution: Any, message: Message) -> None:
+    async def on_message(execution: Any, message: Message) -> None:
+        agent = getattr(execution, "agent", None)
+        if agent is not None:
+            message = await agent.display_message(message)
         await save(scope, message, context)
 
     async def on_tool_started(_execution: Any, call: Any, tool: Any) -> None:

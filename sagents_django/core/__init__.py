@@ -23,13 +23,13 @@ from .approvals import (
 )
 from .callbacks import CALLBACK_KEYS, Callbacks
 from .cancellation import CancelToken
+from .compat import aexecute, execute, new
 from .display import extract_display_items
 from .events import EVENTS, emit
 from .exceptions import (
     ConfigurationError,
     InvalidResume,
     LLMError,
-    MiddlewareError,
     SagentsError,
     SerializationError,
     StateVersionError,
@@ -66,6 +66,7 @@ from .middleware.summarization import Summarization
 from .middleware.todo_list import TodoList
 from .modes import AgentExecution, AgentResult, Execution, Inbox
 from .openai_format import messages_from_openai, messages_to_openai
+from .outbox import QueuedFromTool
 from .persistence import (
     AgentPersistence,
     DisplayMessagePersistence,
@@ -79,7 +80,6 @@ from .preprocessing import (
     preprocess,
 )
 from .serialization import StateSerializer
-from .shortcuts import aexecute, execute, new
 from .state import State, merge_states
 from .subagents import CompiledSubAgent, SubAgentConfig
 from .todo import Todo
@@ -127,13 +127,13 @@ __all__ = [
     "MessagePreprocessor",
     "Middleware",
     "MiddlewareEntry",
-    "MiddlewareError",
     "ModelRequest",
     "PatchToolCalls",
     "PendingInterrupt",
     "Persistence",
     "PersistenceContext",
     "PreprocessContext",
+    "QueuedFromTool",
     "Reject",
     "Resume",
     "ReviewContext",

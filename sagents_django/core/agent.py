@@ -15,10 +15,11 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from . import events, tracing
+from . import events, outbox, tracing
 from .approvals import HITLInterrupt, interrupt_from_dict, interrupt_to_dict
 from .callbacks import Callbacks
 from .cancellation import CancelToken
+from .display import DISPLAY_METADATA
 from .exceptions import ConfigurationError, InvalidResume, SerializationError
 from .expansion import drop_pending_expansions
 from .journal import ToolJournal
@@ -29,14 +30,13 @@ from .middleware.base import (
     MiddlewareEntry,
     Resume,
     call_hook,
-    fold_state_hooks,
+    fold_hooks,
     init_stack,
 )
 from .middleware.human_in_the_loop import maybe_append
 from .modes import AgentExecution, AgentResult, Execution, Inbox
-from .openai_format import messages_from_openai
 from .review import normalize_decisions, resume_hitl
-from .state import State
+from .state import State, coerce_messages
 from .tools import Tool
 
 logger = logging.getLogger(__name__)
@@ -133,11 +133,11 @@ class Agent:
         for entry in self.middleware:
             entry.middleware.attach(self)
 
+        # The tools given to the agent; ``tools`` adds the middleware's.
         self.base_tools: list[Tool] = list(tools)
         for given in self.base_tools:
             if not isinstance(given, Tool):
                 raise ConfigurationError(f"tools takes Tool objects, not {given!r}")
-        """The tools given to the agent (``tools`` adds the middleware's)."""
         self.tools: list[Tool] = list(self.base_tools)
         for entry in self.middleware:
             self.tools.extend(entry.middleware.tools())
@@ -162,10 +162,9 @@ class Agent:
         self.turn_end_entries = [
             e for e in reversed(hooks) if e.middleware.overrides("on_turn_end")
         ]
-
-    @classmethod
-    def new(cls, **options: Any) -> Agent:
-        return cls(**options)
+        self.display_entries = [
+            e for e in hooks if e.middleware.overrides("transform_display_message")
+        ]
 
     def _assemble_prompt(self) -> str:
         parts = [self.base_system_prompt] if self.base_system_prompt else []
@@ -175,6 +174,28 @@ class Agent:
                 prompt = [prompt]
             parts.extend(p for p in prompt or () if p)
         return "\n\n".join(parts)
+
+    async def display_message(self, message: Message) -> Message:
+        """``message`` as the transcript shows it: each middleware's
+        ``transform_display_message`` in stack order (the state keeps the original)."""
+        if not self.display_entries:
+            return message
+        shown = await fold_hooks(
+            self.display_entries, "transform_display_message", message
+        )
+        before = message.metadata
+        added = {
+            k: v
+            for k, v in shown.metadata.items()
+            if k != DISPLAY_METADATA and (k not in before or before[k] != v)
+        }
+        if not added:
+            return shown
+        # What the hooks added reaches the rows (a row copies few message keys).
+        kept = shown.metadata.get(DISPLAY_METADATA) or {}
+        return replace(
+            shown, metadata={**shown.metadata, DISPLAY_METADATA: {**kept, **added}}
+        )
 
     def middleware_callbacks(self) -> list[dict[str, Any]]:
         return [entry.middleware.callbacks() for entry in self.middleware]
@@ -236,7 +257,10 @@ class Agent:
         def on_event(name: str, data: dict[str, Any]) -> Any:
             return execution.callbacks.fire("on_agent_event", execution, name, data)
 
-        with events.event_handlers(on_event):
+        parent = outbox.current()
+        if parent is not None:  # a sub-agent's tools queue for the parent's turn
+            execution.outbox = parent
+        with events.event_handlers(on_event), outbox.using(execution.outbox):
             result: AgentResult | None = None
             try:
                 if decisions is not _NOT_RESUMING:
@@ -254,7 +278,7 @@ class Agent:
         """Run the ``on_turn_end`` hooks, whatever ended the turn (``result`` is None
         when it raised); the state they return becomes the result's."""
         state = execution.state if result is None else result.state
-        state = await fold_state_hooks(self.turn_end_entries, "on_turn_end", state)
+        state = await fold_hooks(self.turn_end_entries, "on_turn_end", state)
         execution.state = state
         if result is not None:
             result.state = state
@@ -391,24 +415,7 @@ def to_state(value: State | Iterable[Any]) -> State:
         return value
     if isinstance(value, (str, bytes)):
         raise TypeError("Pass a State or a list of messages, not a string")
-    messages: list[Message] = []
-    pending: list[dict[str, Any]] = []  # consecutive OpenAI dicts convert together
-    for item in value:
-        if isinstance(item, dict):
-            pending.append(item)
-            continue
-        if pending:
-            messages.extend(messages_from_openai(pending))
-            pending = []
-        if isinstance(item, Message):
-            messages.append(item)
-        elif isinstance(item, str):
-            messages.append(Message.user(item))
-        else:
-            raise TypeError(f"Cannot read a message from {item!r}")
-    if pending:
-        messages.extend(messages_from_openai(pending))
-    return State(messages=messages)
+    return State(messages=coerce_messages(value))
 
 
 _T = TypeVar("_T")

@@ -16,6 +16,10 @@ from typing import Any
 
 from .messages import Message
 
+DISPLAY_METADATA = "display_metadata"
+"""The message metadata key holding what ``transform_display_message`` hooks added
+or changed: copied onto the message's display rows (``Agent.display_message``)."""
+
 
 def extract_display_items(message: Message) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []

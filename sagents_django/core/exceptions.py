@@ -9,7 +9,6 @@ calling code, or a state that cannot be used::
     ├── InvalidResume           resume() called with decisions that do not fit the interrupt
     ├── StateVersionError       serialized state from an unknown format version
     ├── SerializationError      serialized state that is not valid
-    ├── MiddlewareError         a middleware hook failed; ends the turn as an error
     ├── LLMError                the model call failed (after retries and fallbacks)
     │   └── StreamError         the stream broke after it had started
     └── FileSystemError         a virtual filesystem operation was refused (the
@@ -43,10 +42,6 @@ class StateVersionError(SagentsError):
 
 class SerializationError(SagentsError):
     """Serialized state is malformed."""
-
-
-class MiddlewareError(SagentsError):
-    """A middleware hook failed; the turn ends with an error result."""
 
 
 class LLMError(SagentsError):

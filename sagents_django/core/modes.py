@@ -52,6 +52,7 @@ from .journal import ToolJournal
 from .llm import call_model
 from .messages import Message, TokenUsage, ToolCall, ToolResult
 from .middleware.base import Interrupt, call_hook
+from .outbox import Outbox, QueuedFromTool
 from .review import check_pre_tool_hitl
 from .state import State, merge_states
 from .todo import Todo
@@ -88,6 +89,8 @@ class AgentResult:
     tool_result: ToolResult | None = None
     """For ``until_tool``: the result of the target tool."""
     usage: TokenUsage = field(default_factory=TokenUsage)
+    queued_messages: list[QueuedFromTool] = field(default_factory=list)
+    """Messages the turn's tools queued for a turn after it (``core.outbox``)."""
 
     @property
     def ok(self) -> bool:
@@ -125,6 +128,8 @@ class Execution:
     """Messages for middleware (``notify_middleware``), applied at the next step."""
     journal: ToolJournal | None = None
     """Where tool calls are recorded, so a taken-over turn never repeats one."""
+    outbox: Outbox = field(default_factory=Outbox)
+    """Messages tools queue for a turn after this one (shared with sub-agents)."""
     _openai: dict[int, tuple[Message, list[dict[str, Any]]]] = field(
         default_factory=dict
     )
@@ -137,7 +142,13 @@ class Execution:
         return self.cancel.cancelled
 
     def result(self, status: ResultStatus, **kwargs: Any) -> AgentResult:
-        return AgentResult(status=status, state=self.state, usage=self.usage, **kwargs)
+        return AgentResult(
+            status=status,
+            state=self.state,
+            usage=self.usage,
+            queued_messages=self.outbox.since(0),
+            **kwargs,
+        )
 
     def fail(self, message: str, exception: BaseException | None = None) -> AgentResult:
         return self.result("error", error=message, exception=exception)

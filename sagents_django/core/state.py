@@ -37,6 +37,16 @@ class State:
     agent_id: str | None = None
     """Runtime identifier, injected at execution time; never serialized."""
 
+    def __post_init__(self) -> None:
+        # State(messages=[{"role": "user", "content": "Hi"}, "text"]) as Sagents'
+        # State.new! takes a list: coerced once. Only the ends are looked at, so the
+        # copies every step makes (``replace``) cost nothing for a long history.
+        messages = self.messages
+        if messages and (
+            type(messages[0]) is not Message or type(messages[-1]) is not Message
+        ):
+            self.messages = coerce_messages(messages)
+
     @property
     def interrupt(self) -> PendingInterrupt | None:
         """The pending interrupt typed: ``HITLInterrupt``, ``SubAgentInterrupt`` or
@@ -186,6 +196,34 @@ def _deep_merge(left: dict[str, Any], right: dict[str, Any]) -> dict[str, Any]:
         else:
             merged[key] = value
     return merged
+
+
+def coerce_messages(items: Any) -> list[Message]:
+    """Messages from Message objects, OpenAI-format dicts (``{"role": "user",
+    "content": "Hello"}``; consecutive ones convert together, so a tool call and its
+    results pair up) or plain strings (the user's text)."""
+    from .openai_format import messages_from_openai
+
+    if isinstance(items, (str, bytes)):
+        raise TypeError("Pass a list of messages, not a string")
+    messages: list[Message] = []
+    pending: list[dict[str, Any]] = []
+    for item in items:
+        if isinstance(item, dict):
+            pending.append(item)
+            continue
+        if pending:
+            messages.extend(messages_from_openai(pending))
+            pending = []
+        if isinstance(item, Message):
+            messages.append(item)
+        elif isinstance(item, str):
+            messages.append(Message.user(item))
+        else:
+            raise TypeError(f"Cannot read a message from {item!r}")
+    if pending:
+        messages.extend(messages_from_openai(pending))
+    return messages
 
 
 def _message(value: object) -> Message:

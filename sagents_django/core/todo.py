@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 TodoStatus = Literal["pending", "in_progress", "completed", "cancelled"]
 TODO_STATUSES: tuple[str, ...] = ("pending", "in_progress", "completed", "cancelled")
+RESOLVED_STATUSES: frozenset[str] = frozenset(("completed", "cancelled"))
+"""A task in one of these needs no more work."""
 
 
 def _new_id() -> str:
@@ -32,6 +34,16 @@ class Todo:
         if not isinstance(self.content, str) or not self.content.strip():
             raise ValueError("Todo content must be a non-empty string")
         self.id = str(self.id)
+
+    @property
+    def resolved(self) -> bool:
+        """Completed or cancelled: nothing more to do (upstream v0.13.2)."""
+        return self.status in RESOLVED_STATUSES
+
+    @property
+    def open(self) -> bool:
+        """Pending or in progress: still to do (upstream v0.13.2)."""
+        return not self.resolved
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "content": self.content, "status": self.status}

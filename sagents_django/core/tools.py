@@ -24,6 +24,7 @@ from . import tracing
 from .exceptions import ConfigurationError
 from .limits import MAX_ARGUMENT_CHARS, MAX_ARGUMENT_DEPTH, MAX_TOOL_RESULT_CHARS
 from .messages import ContentPart, Message, ToolCall, ToolResult
+from .outbox import QueuedFromTool
 
 if TYPE_CHECKING:
     from .state import State
@@ -64,6 +65,31 @@ class ToolContext:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.tool_context.get(key, default)
+
+    def queue_message(self, message: str | Message, *, display: bool = True) -> None:
+        """Queue a user message for a turn right after this one (upstream Sagents'
+        ``queue_message_from_tool``; ``core.outbox``): e.g. a playbook the model
+        should follow next. ``display=False`` keeps it out of the transcript."""
+        if isinstance(message, str):
+            message = Message.user(message)
+        if not isinstance(message, Message) or message.role != "user":
+            raise ConfigurationError(
+                f"queue_message takes a text or a user Message, not {message!r}"
+            )
+        if not message.text.strip() and not message.content:
+            raise ConfigurationError("queue_message needs a message with content")
+        execution = self.execution
+        if execution is None:
+            raise ConfigurationError("queue_message needs a running turn")
+        call = self.tool_call
+        execution.outbox.put(
+            QueuedFromTool(
+                message=message,
+                display=display,
+                tool_name=call.name if call is not None else None,
+                call_id=call.call_id if call is not None else None,
+            )
+        )
 
 
 @dataclass(kw_only=True, slots=True)

@@ -24,6 +24,7 @@ from django.db import transaction
 from sagents_django import services
 from sagents_django.core import Message, State, TokenUsage
 from sagents_django.core.approvals import interrupt_from_dict
+from sagents_django.core.outbox import QueuedFromTool
 from sagents_django.core.persistence import PersistenceContext, ToolInfo
 from sagents_django.persistence import display_callbacks, display_rows, record_failure
 from sagents_django.scope import Scope
@@ -36,6 +37,7 @@ from .events_out import asignal
 from .journal import DatabaseJournal
 from .publisher import Publisher, display_message_json
 from .tenure import Tenure
+from .tool_queue import announce_queued, record_queued
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +71,8 @@ class Recorder:
     """Calls whose card shows ``executing`` if they still run after
     ``EXECUTING_AFTER``."""
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    queued: int = 0
+    """Messages of the turn's outbox already queued on the run (``tool_queue``)."""
 
     @property
     def run_id(self) -> str:
@@ -140,7 +144,12 @@ class Recorder:
             await publisher.publish("llm_message", {"message": message.to_dict()})
 
         async def on_tool_response(ex: Any, message: Message) -> None:
-            await self._record(ex, message, settled=self._take_deferred())
+            await self._record(
+                ex,
+                message,
+                settled=self._take_deferred(),
+                queued=ex.outbox.since(self.queued),
+            )
 
         async def on_usage(_ex: Any, usage: TokenUsage) -> None:
             await publisher.publish("llm_token_usage", {"usage": usage.to_dict()})
@@ -294,16 +303,22 @@ class Recorder:
         message: Message,
         *,
         settled: list[tuple[Any, ToolInfo]] | None = None,
+        queued: list[QueuedFromTool] | None = None,
     ) -> None:
         """Save ``message``'s display rows and checkpoint the state that holds it,
-        with the journal entries and cards of the ``settled`` calls, in one
-        transaction; then publish the cards and the rows."""
-        settled = settled or []
+        with the journal entries and cards of the ``settled`` calls and the
+        messages their tools ``queued``, in one transaction; then publish the
+        cards and the rows."""
+        settled, queued = settled or [], queued or []
+        message = await ex.agent.display_message(message)
         try:
-            cards, rows = await db(self._record_rows)(message, ex.state, settled)
+            cards, rows, shown = await db(self._record_rows)(
+                message, ex.state, settled, queued
+            )
         except runs.LeaseLost:
             self.tenure.lose()
             return
+        self.queued += len(queued)
         if self.journal is not None:
             for _status, info in settled:
                 self.journal.forget(info["call_id"])
@@ -316,6 +331,30 @@ class Recorder:
             await self.publisher.publish(
                 "display_message_saved", {"display_message": display_message_json(row)}
             )
+        await announce_queued(self.publisher, self.run_id, shown)
+
+    async def queue_rest(self, queued: list[QueuedFromTool]) -> None:
+        """Queue what the turn's tools queued after its last recorded step (a
+        step cut short by a cancel or a pause)."""
+        rest = queued[self.queued :]
+        if not rest:
+            return
+        try:
+            shown = await db(self._queue_unit)(rest)
+        except runs.LeaseLost:
+            self.tenure.lose()
+            return
+        self.queued += len(rest)
+        await announce_queued(self.publisher, self.run_id, shown)
+
+    def _queue_unit(self, queued: list[QueuedFromTool]) -> list[Any]:
+        with transaction.atomic():
+            return self._queue(queued)
+
+    def _queue(self, queued: list[QueuedFromTool]) -> list[Any]:
+        return record_queued(
+            self.scope, self.tenure.lease, self.conversation_id, queued
+        )
 
     def _settle_rows(self, settled: list[tuple[Any, ToolInfo]]) -> list[Any]:
         cards = []
@@ -330,8 +369,12 @@ class Recorder:
         return cards
 
     def _record_rows(
-        self, message: Message, state: State, settled: list[tuple[Any, ToolInfo]]
-    ) -> tuple[list[Any], list[Any]]:
+        self,
+        message: Message,
+        state: State,
+        settled: list[tuple[Any, ToolInfo]],
+        queued: list[QueuedFromTool],
+    ) -> tuple[list[Any], list[Any], list[Any]]:
         """On a database thread. The persistence records and swallows a failed
         write, so a failure is seen by its missing rows or checkpoint: the whole
         unit is tried once more on a checked connection (one the server closed
@@ -345,7 +388,8 @@ class Recorder:
                 if not rows and display_rows(message):
                     raise RuntimeError("The message's display rows were not saved")
                 self.checkpoints.write(state)
-            return cards, rows
+                shown = self._queue(queued)
+            return cards, rows, shown
         except runs.LeaseLost:
             raise
         except Exception:
@@ -357,7 +401,8 @@ class Recorder:
             cards = self._settle_rows(settled)
             rows = list(self.display.save_message(self.scope, message, self.context()))
             self._write_checkpoint(state)
-        return cards, rows
+            shown = self._queue(queued)
+        return cards, rows, shown
 
     async def _checkpoint(self, state: State) -> None:
         assert self.checkpoints is not None

@@ -42,7 +42,7 @@ from sagents_django.core import (
     State,
 )
 from sagents_django.core.exceptions import LLMError
-from sagents_django.core.middleware.base import fold_state_hooks
+from sagents_django.core.middleware.base import fold_hooks
 from sagents_django.core.middleware.patch_tool_calls import patch_dangling_tool_calls
 from sagents_django.core.persistence import (
     Lifecycle,
@@ -299,7 +299,7 @@ class Turn:
         """``on_server_start`` of each middleware: a session of the conversation
         starts with every turn here (no process stays between turns)."""
         assert self.agent is not None
-        return await fold_state_hooks(self.agent.middleware, "on_server_start", state)
+        return await fold_hooks(self.agent.middleware, "on_server_start", state)
 
     async def _start(self) -> AgentResult:
         assert self.agent is not None
@@ -427,6 +427,7 @@ class Turn:
     async def _settle(self, result: AgentResult) -> str:
         status = result.status
         usage = result.usage
+        await self.recorder.queue_rest(result.queued_messages)
         if not await self._save(result.state, LIFECYCLES[status]):
             if self.tenure.lost:
                 return "lost"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from sagents_django.core import Agent, ContentPart, Message
 from sagents_django.core.exceptions import ConfigurationError
 from sagents_django.core.middleware.base import (
     Middleware,
@@ -15,6 +17,7 @@ from sagents_django.core.middleware.base import (
     init_stack,
 )
 from sagents_django.core.state import State
+from sagents_django.core.testing import ScriptedModel
 
 HERE = __name__
 
@@ -242,10 +245,42 @@ def test_the_base_hooks_change_nothing() -> None:
     assert middleware.tools() == []
     assert middleware.callbacks() == {}
     assert middleware.debug_summary() is None
-    assert middleware.state_schema() is None
 
 
 def test_a_subclass_hook_is_the_one_called() -> None:
     entry = init_middleware((Titled, {"language": "nl"}))
 
     assert entry.middleware.before_model(State()).metadata == {"language": "nl"}
+
+
+async def test_display_hooks_compose_in_order_and_a_raising_one_is_skipped() -> None:
+    class Upper(Middleware):
+        def transform_display_message(self, message: Message) -> Message:
+            return replace(
+                message,
+                content=[ContentPart.text(message.text.upper())],
+                metadata={**message.metadata, "shouted": True},
+            )
+
+    class Broken(Middleware):
+        def transform_display_message(self, message: Message) -> Message:
+            raise RuntimeError("a bug in a display hook")
+
+    class Exclaim(Middleware):
+        async def transform_display_message(self, message: Message) -> Message:
+            return replace(message, content=[ContentPart.text(message.text + "!")])
+
+    agent = Agent(
+        model=ScriptedModel([]),
+        middleware=[Upper, Broken, Exclaim],
+        replace_default_middleware=True,
+    )
+    original = replace(Message.assistant("hello"), metadata={"usage": {"input": 1}})
+
+    shown = await agent.display_message(original)
+
+    assert shown.text == "HELLO!"
+    assert shown.metadata["display_metadata"] == {"shouted": True}
+    assert original.text == "hello" and "shouted" not in original.metadata
+    plain = Agent(model=ScriptedModel([]), replace_default_middleware=True)
+    assert await plain.display_message(original) is original

@@ -395,3 +395,19 @@ def test_an_empty_system_prompt_option_adds_no_prompt() -> None:
     )
 
     assert agent.assembled_system_prompt == "Base."
+
+
+@pytest.mark.parametrize(
+    ("status", "resolved"),
+    [
+        ("pending", False),
+        ("in_progress", False),
+        ("completed", True),
+        ("cancelled", True),
+    ],
+)
+def test_a_todo_says_whether_it_is_resolved_or_open(
+    status: str, resolved: bool
+) -> None:
+    todo = Todo(content="Ship it", status=status)  # type: ignore[arg-type]
+    assert (todo.resolved, todo.open) == (resolved, not resolved)

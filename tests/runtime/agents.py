@@ -7,6 +7,7 @@ reply scripted for the turn), with ``write_file`` waiting for approval, and a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from project.agents import factory
@@ -14,15 +15,54 @@ from sagents_django.conf import sagents_settings
 from sagents_django.core import (
     Agent,
     ChatModel,
+    ContentPart,
     MentionExpander,
     Message,
     Middleware,
     State,
+    Tool,
+    ToolContext,
     build_default_middleware,
 )
 
 STALL_SECONDS = 1.0
 """A provider silent this long has stalled (the site default is two minutes)."""
+
+
+def queue_playbook(args: dict[str, Any], context: ToolContext) -> str:
+    context.queue_message(str(args.get("text")), display=bool(args.get("display")))
+    return "Queued."
+
+
+PLAYBOOK = Tool(
+    name="playbook",
+    description="Queue a message for the next turn.",
+    function=queue_playbook,
+    parameters={
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "display": {"type": "boolean"}},
+        "required": ["text"],
+    },
+)
+"""A tool that queues a message for the turn after this one (``core.outbox``)."""
+
+
+class Redact(Middleware):
+    """The transcript shows ``SECRET-...`` words as ``[redacted]``; the state (what
+    the model reads next) keeps them (``transform_display_message``)."""
+
+    def transform_display_message(self, message: Message) -> Message:
+        if "SECRET-" not in message.text:
+            return message
+        text = " ".join(
+            "[redacted]" if w.startswith("SECRET-") else w
+            for w in message.text.split(" ")
+        )
+        return replace(
+            message,
+            content=[ContentPart.text(text)],
+            metadata={**message.metadata, "redacted": True},
+        )
 
 
 class Notes(Middleware):
@@ -38,6 +78,7 @@ def build_agent(
         interrupt_on={"write_file": True},
     )
     middleware.append((Notes, {"id": "notes"}))
+    middleware.append(Redact)
     return Agent(
         agent_id=agent_id,
         model=ChatModel(
@@ -47,7 +88,7 @@ def build_agent(
             stream_idle_timeout=STALL_SECONDS,
         ),
         base_system_prompt=factory.SYSTEM_PROMPT,
-        tools=tools,
+        tools=[*tools, PLAYBOOK],
         middleware=middleware,
         replace_default_middleware=True,
         filesystem_scope=filesystem_scope,

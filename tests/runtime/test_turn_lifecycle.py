@@ -411,3 +411,29 @@ async def test_decisions_that_do_not_fit_the_approval_are_refused_before_a_run(
     assert len(await runs_of(conversation)) == 1  # no run was made
     await agent_server.aresume(scope, conversation.pk, [{"type": "approve"}])
     assert (await follower.until("run_finished"))["data"]["status"] == "completed"
+
+
+async def test_middleware_shapes_what_the_transcript_shows_not_the_state(
+    site: Any,
+) -> None:
+    site.script(reply("The code is SECRET-42 today."), reply("Noted."))
+    scope, conversation = await new_conversation()
+    follower = await follow(scope, conversation.pk)
+
+    await agent_server.aadd_message(scope, conversation.pk, "Code?")
+    saved = await follower.until("display_message_saved")  # the person's
+    saved = await follower.until("display_message_saved")  # the reply's
+    await follower.until("run_finished")
+
+    assert saved["data"]["display_message"]["content"]["text"] == (
+        "The code is [redacted] today."
+    )
+    [row] = [r for r in await rows_of(conversation) if r.message_type == "assistant"]
+    assert row.content["text"] == "The code is [redacted] today."
+    assert row.metadata["redacted"] is True
+    # The model reads the original next turn.
+    await agent_server.aadd_message(scope, conversation.pk, "Again?")
+    await follower.until("run_finished")
+    assert "The code is SECRET-42 today." in [
+        m["content"] for m in site.requests[1].messages
+    ]

@@ -184,12 +184,6 @@ class StorageMixin:
         return self._store(config, moved)
 
     # Persisting dirty entries -----------------------------------------------------
-    def persist_file(self, path: str) -> FileEntry | None:
-        """Store ``path`` now if it has unsaved changes; returns the entry."""
-        path = normalize_file_path(path)
-        with self._lock:
-            return self._persist(path)
-
     def _persist(self, path: str) -> FileEntry | None:
         self._debouncer.discard(path)
         entry = self._index.get(path)

@@ -31,10 +31,18 @@ Lifecycle (see the reference, 001):
   the outside world). The state it returns is the result's; a hook that raises is
   logged and skipped (the turn's outcome is already decided).
 - ``on_server_start(state)``: a conversation session started or restarted.
+- ``transform_display_message(message)``: the message as the transcript will show
+  it (upstream v0.10, the outbound mirror of ``MessagePreprocessor``): annotate its
+  ``metadata`` or rewrite its content before its display rows are saved and
+  published. The state keeps the original (the model never sees the change); the
+  middleware's hooks run in stack order, each on what the one before returned.
 - ``restorable_interrupt(data)``: may this middleware resume ``data`` after a restart?
 - ``debug_summary()``: a small view of the configuration for the inspector.
 
-A hook that raises ends the turn with an error result; the state is kept.
+A hook that raises ends the turn with an error result (the state is kept), except
+``on_turn_end``, ``on_server_start`` and ``transform_display_message``: those are
+logged and skipped (a turn's outcome, a session start and a transcript row must not
+fail for them).
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from ..exceptions import ConfigurationError
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..approvals import ActionRequest, Decision, PendingInterrupt, ReviewContext
-    from ..messages import ToolCall
+    from ..messages import Message, ToolCall
     from ..state import State
     from ..tools import Tool
 
@@ -145,8 +153,8 @@ class Middleware:
     def on_server_start(self, state: State) -> MaybeAwaitable[State]:
         return state
 
-    def state_schema(self) -> Any:
-        return None
+    def transform_display_message(self, message: Message) -> MaybeAwaitable[Message]:
+        return message
 
     def restorable_interrupt(self, interrupt_data: dict[str, Any]) -> bool:
         return False
@@ -191,23 +199,20 @@ async def call_hook(function: Callable[..., Any], *args: Any, **kwargs: Any) -> 
     return result
 
 
-async def fold_state_hooks(
-    entries: Iterable[MiddlewareEntry], hook: str, state: State
-) -> State:
-    """Call the hook ``hook`` of each entry's middleware in order, each on the state
-    the one before returned (a hook that returns something else keeps it); a hook
-    that raises is logged and skipped. The state at the end."""
-    from ..state import State
-
+async def fold_hooks(entries: Iterable[MiddlewareEntry], hook: str, value: T) -> T:
+    """Call the hook ``hook`` of each entry's middleware in order, each on the value
+    the one before returned (a hook that returns something of another type keeps
+    it); a hook that raises is logged and skipped. The value at the end."""
+    kind = type(value)
     for entry in entries:
         try:
-            outcome = await call_hook(getattr(entry.middleware, hook), state)
+            outcome = await call_hook(getattr(entry.middleware, hook), value)
         except Exception:
             logger.exception("Middleware %s failed in %s", entry.id, hook)
             continue
-        if isinstance(outcome, State):
-            state = outcome
-    return state
+        if isinstance(outcome, kind):
+            value = outcome
+    return value
 
 
 def class_path(cls: type) -> str:

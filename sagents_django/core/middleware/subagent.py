@@ -183,8 +183,7 @@ class SubAgent(Middleware):
     ) -> ToolResult:
         """Run a sub-agent for a tool call and return the parent's tool result.
 
-        Custom tools may call this (find the middleware with ``find_subagent``) and
-        return its result: an answer, an error, or an interrupt the parent surfaces.
+        Its result is an answer, an error, or an interrupt the parent surfaces.
         """
         call = context.tool_call
         call_id = call.call_id if call else "task"
@@ -462,15 +461,6 @@ def _progress_callbacks() -> dict[str, Any]:
         "on_tool_execution_completed": finished,
         "on_tool_execution_failed": finished,
     }
-
-
-def find_subagent(context: ToolContext) -> SubAgent:
-    """The SubAgent middleware of the agent running ``context`` (for custom tools)."""
-    agent = getattr(context.execution, "agent", None)
-    for entry in getattr(agent, "middleware", ()):
-        if isinstance(entry.middleware, SubAgent):
-            return entry.middleware
-    raise ConfigurationError("This agent has no SubAgent middleware")
 
 
 def _cancel_token(execution: Any) -> Any:

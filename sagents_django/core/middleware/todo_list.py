@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 TOOL_NAME = "write_todos"
 DEFAULT_DISPLAY_TEXT = "Updating task list"
-RESOLVED_STATUSES: frozenset[str] = frozenset(("completed", "cancelled"))
 CLEARED_TEXT = "TODO list cleared - all tasks resolved"
 
 SYSTEM_PROMPT = """\
@@ -288,7 +287,7 @@ def merge_todos(current: list[Todo], updates: list[Todo]) -> list[Todo]:
 
 def clear_if_resolved(todos: list[Todo]) -> list[Todo]:
     """An empty list when every item is completed or cancelled (Sagents v0.13.1)."""
-    if todos and all(t.status in RESOLVED_STATUSES for t in todos):
+    if todos and all(t.resolved for t in todos):
         return []
     return todos
 
