@@ -61,8 +61,8 @@ EVENTS: dict[str, str] = {
     "display_message_updated": '{"display_message": ' + DISPLAY_MESSAGE + "}",
     "conversation_title_generated": '{"title": str, "agent_id": str}',
     "agent_shutdown": (
-        '{"agent_id": str, "reason": "no_viewers", "last_activity_at": iso8601|null, '
-        '"shutdown_at": iso8601}'
+        '{"agent_id": str, "reason": "no_viewers", "interrupt_restorable": bool|null, '
+        '"last_activity_at": iso8601|null, "shutdown_at": iso8601}'
     ),
     "agent_state_update": (
         '{"message_count": int, "todos": [...], "metadata_keys": [str], '

@@ -8,12 +8,14 @@ from typing import Any
 
 from sagents_django import services
 from sagents_django.core import State
+from sagents_django.core.middleware.base import is_restorable
 from sagents_django.core.serialization import deserialize_server_state
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.models import AgentRun, AgentState
-from sagents_django.scope import Scope
+from sagents_django.scope import Scope, scope_class
 
 from .agents import build_agent
+from .requests import RunRequest
 
 
 def check_scope(scope: Any) -> None:
@@ -58,3 +60,20 @@ def load_state(scope: Scope, conversation: Any, *, agent: Any = None) -> State:
     if data is None:
         return State(agent_id=agent.agent_id)
     return deserialize_server_state(agent.agent_id, data, middleware=agent.middleware)
+
+
+def interrupt_restorable(pk: Any) -> bool | None:
+    """Whether the conversation's pending approval can still be decided once its
+    agent is shut down (upstream v0.11's ``interrupt_restorable``): a middleware of
+    its agent claims it on load. None: no approval is pending. The agent is built
+    for the scope of the run that paused."""
+    data = pending_interrupt(pk)
+    if not data:
+        return None
+    conversation = services.conversation_model()._default_manager.filter(pk=pk).first()
+    run = last_run(pk)
+    if conversation is None or run is None:
+        return False
+    scope = scope_class().from_dict(RunRequest.of(run).scope or {"user_id": None})
+    agent = build_agent(conversation.agent_id, scope, None)
+    return is_restorable(agent.middleware, data)

@@ -23,6 +23,7 @@ Each operation has a sync form (the server's verbs run in threads) and an async 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -30,6 +31,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import layer
+
+logger = logging.getLogger(__name__)
 
 VIEWER_TTL = 60
 """Seconds a viewer entry lives without being renewed."""
@@ -281,7 +284,11 @@ async def release(conversation_id: str, channel_name: str) -> bool:
     removed, left = await _aremoved(conversation_id, channel_name)
     if not removed or left:
         return False
+    from asgiref.sync import sync_to_async
+
     from sagents_django.models import AgentRun
+
+    from .lookup import interrupt_restorable
 
     running = AgentRun.objects.of(conversation_id).active()
     if await running.aexists():
@@ -290,6 +297,15 @@ async def release(conversation_id: str, channel_name: str) -> bool:
     from .publisher import publish
 
     last = await alast_activity(conversation_id)
+    try:
+        restorable = await sync_to_async(interrupt_restorable)(conversation_id)
+    except Exception:
+        logger.warning(
+            "Could not tell whether %s's approval is restorable",
+            conversation_id,
+            exc_info=True,
+        )
+        restorable = None
     # Published from the runtime loop, like every other event: the sequence
     # counter's Redis connections live there, not on a socket's loop.
     sent = loop.submit(
@@ -299,6 +315,7 @@ async def release(conversation_id: str, channel_name: str) -> bool:
             {
                 "agent_id": f"conversation-{conversation_id}",
                 "reason": "no_viewers",
+                "interrupt_restorable": restorable,
                 "last_activity_at": last.isoformat() if last is not None else None,
                 "shutdown_at": datetime.now(tz=UTC).isoformat(),
             },

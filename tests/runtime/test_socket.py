@@ -423,7 +423,32 @@ async def test_viewers_are_counted_and_released_on_unsubscribe_and_disconnect(
     assert shutdown["event"] == "agent_shutdown"
     assert shutdown["data"]["reason"] == "no_viewers"
     assert shutdown["data"]["agent_id"] == f"conversation-{cid}"
+    assert shutdown["data"]["interrupt_restorable"] is None  # no approval pending
     assert (await agent_server.aget_inactivity_status(scope, cid))["timer_active"]
+
+
+async def test_a_shutdown_says_whether_the_pending_approval_is_restorable(
+    site: Any,
+) -> None:
+    site.script(
+        reply(tool_calls=[tool_call("write_file", {"file_path": "/a", "content": "x"})])
+    )
+    scope, conversation = await new_conversation()
+    cid = str(conversation.pk)
+    follower = await follow(scope, cid)
+    await agent_server.aadd_message(scope, cid, "write it")
+    assert (await follower.until("run_finished"))["data"]["status"] == "interrupted"
+    await agent_server.aunsubscribe(scope, cid, follower.channel)
+    listener = await get_channel_layer().new_channel()  # a listener, no viewer
+    await get_channel_layer().group_add(groups.conversation_group(cid), listener)
+    socket = await connect(scope.user)
+    await socket.send("subscribe", conversation=cid)
+
+    await socket.disconnect()
+    shutdown = await get_channel_layer().receive(listener)
+
+    assert shutdown["event"] == "agent_shutdown"
+    assert shutdown["data"]["interrupt_restorable"] is True
 
 
 async def test_a_viewer_that_stops_renewing_ages_out(site: Any) -> None:
