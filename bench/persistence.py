@@ -45,11 +45,12 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from django_site import setup_django
 
 REPO = Path(__file__).resolve().parent.parent
 POSTGRES_URL = os.environ.get(
@@ -95,25 +96,7 @@ def main() -> None:
 
 
 def run(database: str, *, quick: bool, runs: int) -> None:
-    sys.path.insert(0, str(REPO))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    tmp = tempfile.mkdtemp(prefix="sagents-bench-")
-    os.environ["DATABASE_URL"] = (
-        POSTGRES_URL if database == "postgres" else f"sqlite:///{tmp}/unused.sqlite3"
-    )
-    import django
-    from django.conf import settings
-
-    settings.DATABASES["default"].setdefault("TEST", {})
-    if database == "sqlite":
-        # A file, as a site would use (an in-memory database would flatter it).
-        settings.DATABASES["default"]["TEST"]["NAME"] = f"{tmp}/bench.sqlite3"
-    else:
-        # Named after the URL's database, so runs against two URLs never share one.
-        name = settings.DATABASES["default"]["NAME"]
-        settings.DATABASES["default"]["TEST"]["NAME"] = f"test_{name}"
-    settings.DEBUG = False
-    django.setup()
+    setup_django(database, POSTGRES_URL)
 
     from django.test.utils import setup_databases, teardown_databases
 

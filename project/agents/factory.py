@@ -29,6 +29,7 @@ from sagents_django.core import (
 )
 from sagents_django.filesystems import DatabasePersistence
 from sagents_django.scope import Scope
+from sagents_django.tool_access import ScopeToolAccess
 
 SYSTEM_PROMPT = "You are a helpful assistant."
 
@@ -106,4 +107,7 @@ def build_agent(
         replace_default_middleware=True,
         filesystem_scope=filesystem_scope,
         tool_context={"scope": scope},
+        # Tools with permission= / available= are offered by the scope's user's
+        # permissions, and checked again on every call.
+        tool_access=ScopeToolAccess(scope),
     )

@@ -84,6 +84,7 @@ from .state import State, merge_states
 from .subagents import CompiledSubAgent, SubAgentConfig
 from .todo import Todo
 from .tokens import count_tokens
+from .tool_access import ToolAccess
 from .tools import Tool, ToolContext, ToolOutput, tool
 
 __all__ = [
@@ -151,6 +152,7 @@ __all__ = [
     "TodoList",
     "TokenUsage",
     "Tool",
+    "ToolAccess",
     "ToolCall",
     "ToolCallDelta",
     "ToolContext",

@@ -37,6 +37,7 @@ from .middleware.human_in_the_loop import maybe_append
 from .modes import AgentExecution, AgentResult, Execution, Inbox
 from .review import normalize_decisions, resume_hitl
 from .state import State, coerce_messages
+from .tool_access import ToolAccess, offered_tools
 from .tools import Tool
 
 logger = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class Agent:
         summarization_opts: Mapping[str, Any] | None = None,
         mode: Any = None,
         max_runs: int = DEFAULT_MAX_RUNS,
+        tool_access: ToolAccess | None = None,
     ) -> None:
         self.agent_id = agent_id or f"agent-{uuid.uuid4().hex[:12]}"
         self.model = as_model(model)
@@ -138,14 +140,19 @@ class Agent:
         for given in self.base_tools:
             if not isinstance(given, Tool):
                 raise ConfigurationError(f"tools takes Tool objects, not {given!r}")
-        self.tools: list[Tool] = list(self.base_tools)
+        all_tools = list(self.base_tools)
         for entry in self.middleware:
-            self.tools.extend(entry.middleware.tools())
-        self.tools_by_name: dict[str, Tool] = {}
-        for tool in self.tools:
-            if tool.name in self.tools_by_name:
+            all_tools.extend(entry.middleware.tools())
+        names: set[str] = set()
+        for tool in all_tools:
+            if tool.name in names:
                 raise ConfigurationError(f"Two tools are named {tool.name!r}")
-            self.tools_by_name[tool.name] = tool
+            names.add(tool.name)
+        self.tool_access = tool_access
+        """Decides which gated tools the caller may use (``core.tool_access``)."""
+        self.tools, self.withheld_tools = offered_tools(all_tools, tool_access)
+        """The tools offered to the model; the names of the gated ones withheld."""
+        self.tools_by_name: dict[str, Tool] = {t.name: t for t in self.tools}
         self.openai_tools = [t.to_openai() for t in self.tools]
         self.assembled_system_prompt = self._assemble_prompt()
 

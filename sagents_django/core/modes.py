@@ -56,6 +56,7 @@ from .outbox import Outbox, QueuedFromTool
 from .review import check_pre_tool_hitl
 from .state import State, merge_states
 from .todo import Todo
+from .tool_access import refusal
 from .tools import ToolContext, error_result, execute_tool_call
 
 if TYPE_CHECKING:
@@ -475,6 +476,11 @@ async def _run_call(ex: Execution, call: ToolCall) -> ToolResult:
             key = "failed" if recalled.is_error else "completed"
             await ex.callbacks.fire(f"on_tool_execution_{key}", ex, call, recalled)
             return recalled
+    refused = await refusal(ex.agent, call)  # checked at every call: a revoke counts
+    if refused is not None:
+        await ex.callbacks.fire("on_tool_execution_failed", ex, call, refused)
+        return refused
+    if journal is not None:
         await journal.started(call, tool)
     await ex.callbacks.fire("on_tool_execution_started", ex, call, tool)
     context = ToolContext(

@@ -47,7 +47,13 @@ async def check_pre_tool_hitl(ex: Execution) -> AgentResult | None:
     entries = ex.agent.review_entries
     if not entries:
         return None
-    calls = [c for c in ex.pending_tool_calls() if c.call_id not in ex.tool_decisions]
+    # A call to a tool the caller was not offered is refused when it runs: nobody
+    # is asked to approve it (the request would show what the tool is).
+    calls = [
+        c
+        for c in ex.pending_tool_calls()
+        if c.call_id not in ex.tool_decisions and c.name not in ex.agent.withheld_tools
+    ]
     if not calls:
         return None
     context = review_context(ex)

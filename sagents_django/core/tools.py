@@ -16,7 +16,7 @@ import inspect
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -165,7 +165,15 @@ class Tool:
     """Running it twice does no more than running it once (a read, a whole-file
     write): a turn taken over after its worker died while this call ran runs it
     again. Otherwise the call gets an error result instead (see ``core.journal``)."""
+    permission: str | Iterable[str] | None = None
+    """The permission the caller needs (``"app_label.codename"``), or several, all
+    needed; checked by the agent's ``tool_access`` (see ``core.tool_access``)."""
+    available: Callable[[Any], bool] | None = None
+    """``available(subject) -> bool``, a plain (sync) function: whether the caller
+    (the subject of the agent's ``tool_access``: in Django, the scope) may use
+    it. Anything but ``True`` (or an exception) refuses."""
     _validator: Any = field(default=None, init=False, repr=False)
+    _permissions: tuple[str, ...] = field(default=(), init=False, repr=False)
     _is_async: bool = field(default=False, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -189,6 +197,24 @@ class Tool:
                 f"Tool {self.name!r} has an invalid parameters schema: {exc}"
             ) from exc
         self._is_async = inspect.iscoroutinefunction(self.function)
+        self._permissions = checked_permissions(self.name, self.permission)
+        if self.available is not None and (
+            not callable(self.available) or inspect.iscoroutinefunction(self.available)
+        ):
+            raise ConfigurationError(
+                f"Tool {self.name!r} available must be a plain function "
+                f"available(subject) -> bool, not {self.available!r}"
+            )
+
+    @property
+    def permissions(self) -> tuple[str, ...]:
+        """``permission`` as a tuple (empty: none needed)."""
+        return self._permissions
+
+    @property
+    def gated(self) -> bool:
+        """Whether a permission or ``available`` decides who may use it."""
+        return bool(self._permissions) or self.available is not None
 
     def to_openai(self) -> dict[str, Any]:
         return {
@@ -223,6 +249,36 @@ class Tool:
         return result
 
 
+def checked_permissions(
+    name: str, permission: str | Iterable[str] | None
+) -> tuple[str, ...]:
+    """``permission`` as a tuple of ``"app.codename"`` strings, or
+    ConfigurationError: a misspelt permission would refuse everyone, silently."""
+    if permission is None:
+        return ()
+    found: list[Any] = [permission]
+    if not isinstance(permission, str) and isinstance(permission, Iterable):
+        found = list(permission)
+    if not found:
+        raise ConfigurationError(
+            f"Tool {name!r} permission is an empty list: pass None for no permission"
+        )
+    for one in found:
+        if not _is_permission(one):
+            raise ConfigurationError(
+                f"Tool {name!r} permission must be 'app_label.codename' (or a list "
+                f"of them), not {one!r}"
+            )
+    return tuple(dict.fromkeys(found))
+
+
+def _is_permission(value: object) -> bool:
+    if not isinstance(value, str) or value.split() != [value]:
+        return False
+    app, _, codename = value.partition(".")
+    return bool(app and codename)
+
+
 # Agents are rebuilt from code on every turn: checking a schema costs ~1 ms, so each
 # distinct schema is checked and compiled once per process.
 _validators: dict[str, Any] = {}
@@ -251,6 +307,8 @@ def tool(
     parameters: dict[str, Any] | None = None,
     display_text: str | None = None,
     idempotent: bool = False,
+    permission: str | Iterable[str] | None = None,
+    available: Callable[[Any], bool] | None = None,
 ) -> Callable[[ToolFunction], Tool]:
     """Decorator: ``@tool(description=..., parameters=...)`` over ``def f(args, ctx)``."""
 
@@ -262,6 +320,8 @@ def tool(
             parameters=parameters or {"type": "object", "properties": {}},
             display_text=display_text,
             idempotent=idempotent,
+            permission=permission,
+            available=available,
         )
 
     return wrap

@@ -221,6 +221,7 @@ def _context(options: SetupOptions) -> dict[str, Any]:
                     ],
                 ),
                 ("sagents_django.filesystems", ["DatabasePersistence"]),
+                ("sagents_django.tool_access", ["ScopeToolAccess"]),
                 *scope,
             ],
             host=host_scope,

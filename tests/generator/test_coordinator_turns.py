@@ -480,7 +480,7 @@ def test_a_turn_cancelled_from_another_thread_keeps_its_message_and_frees_the_co
     assert transcript(conversation)[0] == ("user", "text", "Talk")
     assert transcript(conversation)[-1] == (
         "system",
-        "text",
+        "notification",
         "Agent execution cancelled.",
     )
     assert session.run_turn("Message B").status == "completed"

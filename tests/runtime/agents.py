@@ -1,8 +1,9 @@
 """The factory the runtime tests name in SAGENTS["FACTORY"] (also in worker processes).
 
 The site's default stack without conversation titles (a title request would take a
-reply scripted for the turn), with ``write_file`` waiting for approval, and a
-``Notes`` middleware that keeps what ``notify_middleware`` tells it.
+reply scripted for the turn), with ``write_file`` waiting for approval, a ``Notes``
+middleware that keeps what ``notify_middleware`` tells it, and ``count_users``,
+offered only to users who hold ``auth.view_user`` (test_tool_access.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sagents_django.core import (
     ToolContext,
     build_default_middleware,
 )
+from sagents_django.tool_access import ScopeToolAccess
 
 STALL_SECONDS = 1.0
 """A provider silent this long has stalled (the site default is two minutes)."""
@@ -70,6 +72,14 @@ class Notes(Middleware):
         return state.put_metadata("notes", [*state.get_metadata("notes", []), message])
 
 
+COUNT_USERS = Tool(
+    name="count_users",
+    description="How many users the site has.",
+    function=lambda args, context: "42 users",
+    permission="auth.view_user",
+)
+
+
 def build_agent(
     *, agent_id: str, scope: Any, filesystem_scope: Any = None, tools: Any = ()
 ) -> Agent:
@@ -88,11 +98,12 @@ def build_agent(
             stream_idle_timeout=STALL_SECONDS,
         ),
         base_system_prompt=factory.SYSTEM_PROMPT,
-        tools=[*tools, PLAYBOOK],
+        tools=[*tools, PLAYBOOK, COUNT_USERS],
         middleware=middleware,
         replace_default_middleware=True,
         filesystem_scope=filesystem_scope,
         tool_context={"scope": scope},
+        tool_access=ScopeToolAccess(scope),
     )
 
 

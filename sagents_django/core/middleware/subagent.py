@@ -4,7 +4,8 @@ The parent model calls ``task(instructions, subagent_type, system_prompt?)``; th
 sub-agent runs with a fresh conversation and the parent reads only its final answer.
 ``general-purpose`` inherits the parent's tools and middleware (minus SubAgent itself
 and ``block_middleware``); named sub-agents come from ``SubAgentConfig`` or
-``CompiledSubAgent``.
+``CompiledSubAgent``. Both kinds built here get the parent's ``tool_access`` (see
+``core.tool_access``).
 
 When a sub-agent pauses for approval, the parent's turn ends ``interrupted`` with a
 ``SubAgentInterrupt``: the sub-agent's own interrupt inside, its action requests
@@ -314,6 +315,7 @@ class SubAgent(Middleware):
             "async_tool_timeout": parent.async_tool_timeout,
             "filesystem_scope": parent.filesystem_scope or ("agent", parent.agent_id),
             "replace_default_middleware": True,
+            "tool_access": parent.tool_access,  # the same tools, offered and run
         }
         if spec is None:  # general-purpose: the parent's tools, middleware, budget
             inherited = [
