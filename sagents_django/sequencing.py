@@ -39,8 +39,13 @@ a week of silence, ``layer.SEQ_TTL``): counting restarts from it."""
 class Sequencer(Generic[T]):
     """One conversation's frames on one socket, released in ``seq`` order."""
 
-    def __init__(self, *, wait: float = WAIT_SECONDS) -> None:
+    def __init__(self, *, wait: float = WAIT_SECONDS, based: bool = True) -> None:
         self.wait = wait
+        self.based = based
+        """False: nothing goes out before a ``rebase`` says where counting starts
+        (a page that has not yet read what it missed would draw a delta without the
+        text before it); frames wait for it, at most ``wait``, then a ``release``
+        gives them up as a gap (the client resyncs)."""
         self.last: int | None = None
         """The last number delivered (or covered by a resync); None: none yet."""
         self.held: dict[int, T] = {}
@@ -52,6 +57,7 @@ class Sequencer(Generic[T]):
         """A resync covered every event up to ``seq``: count from there. Returns the
         held frames now in order (to send after the resync's own frame)."""
         self.last = seq
+        self.based = True
         self.last_at = time.monotonic()
         self.held = {n: item for n, item in self.held.items() if n > seq}
         return self._drain()
@@ -61,6 +67,11 @@ class Sequencer(Generic[T]):
         if isinstance(seq, bool) or not isinstance(seq, int):
             return [item]  # not a numbered event: nothing to order
         now = time.monotonic()
+        if not self.based:
+            self.held[seq] = item
+            if self.since is None:
+                self.since = now
+            return self.release() if len(self.held) > MAX_HELD else []
         if self.last is None:
             self.last, self.last_at = seq, now
             return [item]
@@ -88,6 +99,7 @@ class Sequencer(Generic[T]):
     def release(self) -> list[T]:
         """Give up waiting: every held frame, in order; the gaps before them stand."""
         items = [self.held[n] for n in sorted(self.held)]
+        self.based = True
         if self.held:
             self.last = max(self.held)
             self.last_at = time.monotonic()

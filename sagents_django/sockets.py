@@ -178,8 +178,12 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
     def _sequencer(self, key: str) -> Sequencer[dict[str, Any]]:
         sequencer = self.sequencers.get(key)
         if sequencer is None:
-            sequencer = self.sequencers[key] = Sequencer()
+            sequencer = self.sequencers[key] = self.new_sequencer(key)
         return sequencer
+
+    def new_sequencer(self, key: str) -> Sequencer[dict[str, Any]]:
+        """The sequencer of ``key``'s frames, made at its first frame or resync."""
+        return Sequencer()
 
     async def deliver(
         self, key: str, messages: list[dict[str, Any]], *, gap: bool

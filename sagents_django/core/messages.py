@@ -334,6 +334,17 @@ class Message:
     name: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     """Free JSON data; the chain stores the call's token usage under ``"usage"``."""
+    _wire: list[dict[str, Any]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """``to_openai``'s answer, kept: a history of a thousand messages is converted
+    once, not at every model call. A message is treated as immutable (``replace``
+    makes a new one, without it)."""
+    _tokens: tuple[str, int] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    """The last token count of this message and the method that counted it
+    (``tokens.TokenCache``)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.content, str):
@@ -437,10 +448,13 @@ class Message:
     # OpenAI format ----------------------------------------------------------------
     def to_openai(self) -> list[dict[str, Any]]:
         """This message in OpenAI chat format (a tool message becomes several)."""
-        # Imported here: openai_format imports this module's classes.
-        from .openai_format import message_to_openai
+        wire = self._wire
+        if wire is None:
+            # Imported here: openai_format imports this module's classes.
+            from .openai_format import message_to_openai
 
-        return message_to_openai(self)
+            wire = self._wire = message_to_openai(self)
+        return wire
 
 
 def _parts(content: str | list[ContentPart]) -> list[ContentPart]:

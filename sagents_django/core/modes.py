@@ -53,6 +53,7 @@ from .llm import call_model
 from .messages import Message, TokenUsage, ToolCall, ToolResult
 from .middleware.base import Interrupt, call_hook
 from .outbox import Outbox, QueuedFromTool
+from .prefix import extends
 from .review import check_pre_tool_hitl
 from .state import State, merge_states
 from .todo import Todo
@@ -131,9 +132,10 @@ class Execution:
     """Where tool calls are recorded, so a taken-over turn never repeats one."""
     outbox: Outbox = field(default_factory=Outbox)
     """Messages tools queue for a turn after this one (shared with sub-agents)."""
-    _openai: dict[int, tuple[Message, list[dict[str, Any]]]] = field(
-        default_factory=dict
+    _openai: tuple[list[Message], list[dict[str, Any]]] = field(
+        default_factory=lambda: ([], [])
     )
+    """The history last converted for the model, and its OpenAI form."""
 
     @property
     def agent_id(self) -> str | None:
@@ -162,18 +164,22 @@ class Execution:
         return []
 
     def openai_messages(self) -> list[dict[str, Any]]:
-        """The system prompt and history in OpenAI format, converted once per message."""
-        out: list[dict[str, Any]] = []
+        """The system prompt and history in OpenAI format, converted once per
+        message: the messages added since the last call, when the history still
+        starts with the one converted then (``core.prefix``)."""
+        messages = self.state.messages
+        seen, converted = self._openai
+        if extends(seen, messages):
+            tail = messages[len(seen) :]
+        else:  # rewritten (a summary, a patched call): converted again
+            tail, converted = messages, []
+        if tail:
+            converted = [*converted, *(d for m in tail for d in m.to_openai())]
+            self._openai = (list(messages), converted)
         prompt = self.agent.assembled_system_prompt
         if prompt:
-            out.append({"role": "system", "content": prompt})
-        cache = self._openai
-        for message in self.state.messages:
-            hit = cache.get(id(message))
-            if hit is None or hit[0] is not message:
-                hit = cache[id(message)] = (message, message.to_openai())
-            out.extend(hit[1])
-        return out
+            return [{"role": "system", "content": prompt}, *converted]
+        return list(converted)
 
 
 Step = Callable[[Execution], Awaitable[AgentResult | None]]

@@ -22,6 +22,7 @@ from typing import Any
 
 from .messages import ContentPart, Message
 from .openai_format import messages_from_openai
+from .prefix import extends
 
 logger = logging.getLogger(__name__)
 
@@ -141,18 +142,21 @@ def count_tokens(
 
 
 class TokenCache:
-    """Per-message counts from the last call, keyed by message identity.
+    """Per-message counts from the last call.
 
-    Each call keeps only the messages it was given, so the cache never holds more
-    than one conversation. Safe to share between tasks: a lost update only costs a
-    recount.
+    A history that still starts with the last call's (``core.prefix``) costs only its
+    new messages; one rewritten (a summary) reads the counts the messages it kept
+    remember (``Message._tokens``). Each call keeps only the messages it was given, so the cache never
+    holds more than one conversation. Safe to share between tasks: a lost update only
+    costs a recount.
     """
 
-    __slots__ = ("_entries", "_key")
+    __slots__ = ("_key", "_seen", "_total")
 
     def __init__(self) -> None:
         self._key: str | None = None
-        self._entries: dict[int, tuple[Message, int]] = {}
+        self._seen: list[Message] = []
+        self._total = 0
 
     def count(
         self,
@@ -163,20 +167,28 @@ class TokenCache:
     ) -> int:
         """The sum of ``per_message`` over ``messages``, reusing remembered counts
         when ``key`` (which names the counting method) is the previous call's."""
-        previous = self._entries if key == self._key else {}
-        entries: dict[int, tuple[Message, int]] = {}
-        total = 0
-        for message in messages:
-            hit = previous.get(id(message))
-            if hit is None or hit[0] is not message:
-                hit = (message, per_message(message))
-            entries[id(message)] = hit
-            total += hit[1]
-        self._key, self._entries = key, entries
+        seen = self._seen if key == self._key else []
+
+        def counted(message: Message) -> int:
+            # A message remembers its count (a history kept in memory between
+            # turns, each with a fresh agent, is counted once).
+            hit = message._tokens
+            if hit is not None and hit[0] == key:
+                return hit[1]
+            tokens = per_message(message)
+            message._tokens = (key, tokens)
+            return tokens
+
+        if extends(seen, messages):
+            start = len(seen)
+            total = (self._total if seen else 0) + sum(map(counted, messages[start:]))
+        else:  # rewritten (a summary): the messages it kept know their counts
+            total = sum(map(counted, messages))
+        self._key, self._seen, self._total = key, list(messages), total
         return total
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._seen)
 
 
 # litellm ------------------------------------------------------------------------------

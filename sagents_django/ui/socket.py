@@ -40,6 +40,7 @@ from sagents_django import protocol, services
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.runtime import agent_server, groups, inflight, layer
 from sagents_django.scope import Scope
+from sagents_django.sequencing import Sequencer
 from sagents_django.sockets import AgentConsumerBase
 
 from . import fragments
@@ -96,6 +97,12 @@ class ChatPageConsumer(AgentConsumerBase):
             await self.refuse(protocol.CLOSE_NOT_FOUND)
             return
         await self.accept()
+
+    def new_sequencer(self, key: str) -> Sequencer[dict[str, Any]]:
+        # The page resyncs as soon as it sees the socket open: a frame before that
+        # would be drawn without what the page missed (a late joiner's bubble
+        # showing one word, then the whole text). Frames wait for the resync.
+        return Sequencer(based=False)
 
     async def _follow_list(self, scope: Scope) -> None:
         rows = await database_sync_to_async(services.list_conversations)(

@@ -98,3 +98,23 @@ def test_a_resync_counts_on_from_its_number_and_frees_what_was_held_after_it() -
     assert freed == ["three", "four"]
     assert sequencer.due() is None
     assert sequencer.push(2, "two") == []  # covered by the resync
+
+
+def test_an_unbased_sequencer_holds_every_frame_until_the_first_resync() -> None:
+    sequencer: Sequencer[str] = Sequencer(based=False)
+
+    held = [sequencer.push(7, "seven"), sequencer.push(6, "six")]
+    freed = sequencer.rebase(6)  # the resync read everything up to 6
+
+    assert held == [[], []]
+    assert freed == ["seven"]
+    assert sequencer.push(8, "eight") == ["eight"]
+
+
+def test_an_unbased_sequencer_gives_up_waiting_for_a_resync_as_a_gap() -> None:
+    sequencer: Sequencer[str] = Sequencer(wait=0.0, based=False)
+
+    assert sequencer.push(3, "three") == []
+    assert sequencer.due() == 0.0
+    assert sequencer.release() == ["three"]
+    assert sequencer.push(4, "four") == ["four"]

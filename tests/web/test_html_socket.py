@@ -49,6 +49,15 @@ def person(name: str, *, staff: bool = False) -> tuple[Any, Scope, Any]:
     return user, scope, services.create_conversation(scope, title=f"{name}'s")
 
 
+async def open_page(user: Any, conversation_id: Any) -> Any:
+    """A chat page's socket as the page opens it: connected, then resynced (a page
+    resyncs on every open; frames before that wait for it)."""
+    socket, _ = await connect(user, f"/ws/sagents/html/{conversation_id}/")
+    await socket.send_to(text_data=json.dumps({"action": "resync", "after": None}))
+    await socket.receive_from(5)
+    return socket
+
+
 async def test_a_stranger_is_closed_with_4401() -> None:
     _, _, conversation = await person("alice")
     socket, _ = await connect(AnonymousUser(), f"/ws/sagents/html/{conversation.pk}/")
@@ -103,7 +112,7 @@ async def test_other_client_frames_are_ignored(frame: str) -> None:
 
 async def test_events_become_fragments_rows_appended_and_text_escaped() -> None:
     alice, scope, conversation = await person("alice")
-    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    socket = await open_page(alice, conversation.pk)
     row = await sync_to_async(services.append_text_message)(
         scope, conversation.pk, "user", "<script>x</script>"
     )
@@ -140,7 +149,7 @@ async def test_events_become_fragments_rows_appended_and_text_escaped() -> None:
 
 async def test_a_gap_in_seq_resyncs_the_page_from_the_database() -> None:
     alice, _, conversation = await person("alice")
-    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    socket = await open_page(alice, conversation.pk)
     group = groups.conversation_group(conversation.pk)
     base = {"type": "agent.event", "conversation": str(conversation.pk)}
     delta = {"deltas": [{"content": "a"}]}
@@ -181,7 +190,7 @@ async def test_a_sub_agents_work_is_drawn_inside_its_task_card() -> None:
     from sagents_django.ui.transcript import dom_id
 
     alice, _, conversation = await person("alice")
-    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    socket = await open_page(alice, conversation.pk)
     base = {
         "type": "agent.event",
         "conversation": str(conversation.pk),
@@ -247,7 +256,7 @@ async def test_a_page_opened_mid_reply_gets_the_text_so_far_then_only_newer_delt
 
 async def test_a_run_starting_clears_the_streaming_bubble() -> None:
     alice, _, conversation = await person("alice")
-    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    socket = await open_page(alice, conversation.pk)
     await layer.group_send(
         groups.conversation_group(conversation.pk),
         {
@@ -271,7 +280,7 @@ async def test_frames_that_cross_on_the_way_are_drawn_in_order_without_a_resync(
     None
 ):
     alice, _, conversation = await person("alice")
-    socket, _ = await connect(alice, f"/ws/sagents/html/{conversation.pk}/")
+    socket = await open_page(alice, conversation.pk)
     group = groups.conversation_group(conversation.pk)
     base = {"type": "agent.event", "conversation": str(conversation.pk)}
 
@@ -309,3 +318,26 @@ async def test_a_page_opened_mid_turn_draws_the_plan_the_turn_wrote_so_far() -> 
     # The stored state has no plan yet (the turn saves it when it ends).
     assert "Nothing planned right now." not in html
     assert "in progress</span> Pack &lt;light&gt;</li>" in html
+
+
+async def test_frames_before_the_pages_resync_wait_for_it() -> None:
+    from sagents_django.models import AgentRun
+    from sagents_django.runtime.publisher import publish
+
+    alice, _, conversation = await person("alice")
+    run = await AgentRun.objects.acreate(conversation=conversation, status="running")
+    cid = str(conversation.pk)
+    await publish(cid, "run_started", {"run_id": str(run.pk), "trigger": "message"})
+    socket, _ = await connect(alice, f"/ws/sagents/html/{cid}/")
+
+    await publish(cid, "llm_deltas", {"deltas": [{"content": "Hello "}]})
+    early = await socket.receive_nothing(0.2)
+    await socket.send_to(text_data=json.dumps({"action": "resync", "after": None}))
+    resync = await socket.receive_from(5)
+    await publish(cid, "llm_deltas", {"deltas": [{"content": "world"}]})
+    live = await socket.receive_from(5)
+    await socket.disconnect()
+
+    assert early  # nothing drawn before the page read what it missed
+    assert ">Hello </div>" in resync  # the text so far, once
+    assert live == '<div hx-swap-oob="beforeend:#sg-stream-text">world</div>'

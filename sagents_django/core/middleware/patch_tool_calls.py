@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import emit
 from ..messages import Message, ToolCall, ToolResult
+from ..prefix import extends
 from .base import Middleware
 
 if TYPE_CHECKING:
@@ -41,9 +42,21 @@ TRUNCATED_TEXT = (
 class PatchToolCalls(Middleware):
     """Answers dangling tool calls with synthetic results before each model call."""
 
+    _complete: list[Message] | None = None
+    """The last history found with no dangling call: a history that starts with it
+    is scanned from its last message on (``core.prefix``), not from the start."""
+
     def before_model(self, state: State) -> State:
-        patched = patch_dangling_tool_calls(state.messages)
-        if patched is state.messages:
+        messages = state.messages
+        complete = self._complete
+        start = 0
+        if complete and extends(complete, messages):
+            start = len(complete) - 1  # its last calls were pending, not dangling
+        if not has_dangling(messages, start):
+            self._complete = list(messages)
+            return state
+        patched = patch_dangling_tool_calls(messages)
+        if patched is messages:
             return state
         added = sum(len(m.tool_results) for m in patched) - sum(
             len(m.tool_results) for m in state.messages
@@ -108,6 +121,24 @@ def patch_dangling_tool_calls(
         else:
             out.append(Message.tool(patches))
     return out if changed else messages
+
+
+def has_dangling(messages: list[Message], start: int = 0) -> bool:
+    """Whether an assistant message from ``start`` on (the last excepted: its calls
+    are pending) has a call with no result after it. A call's result can only come
+    after it, so the messages before ``start`` are not read."""
+    answered: set[str] = set()
+    last = len(messages) - 1
+    for index in range(last - 1, start - 1, -1):
+        message = messages[index + 1]
+        if message.role == "tool":
+            answered.update(r.tool_call_id for r in message.tool_results)
+        current = messages[index]
+        if current.role == "assistant" and any(
+            c.call_id not in answered for c in current.tool_calls
+        ):
+            return True
+    return False
 
 
 def _synthetic_result(message: Message, call: ToolCall) -> ToolResult:
