@@ -38,18 +38,16 @@ A benchmark, not a test: it prints figures and asserts no thresholds.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import random
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from databases import bench_database, database_options
 
 REPO = Path(__file__).resolve().parent.parent
 POSTGRES_URL = os.environ.get(
@@ -72,20 +70,8 @@ TARGETS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--database", choices=("sqlite", "postgres", "both"), default="both"
-    )
-    parser.add_argument("--quick", action="store_true", help="a fast smoke run")
-    parser.add_argument("--runs", type=int, default=None, help="runs per figure")
-    options = parser.parse_args()
-    if options.database == "both":
-        # One process per database: Django's settings are fixed once per process.
-        for database in ("postgres", "sqlite"):
-            args = [sys.executable, __file__, "--database", database]
-            args += ["--quick"] if options.quick else []
-            args += ["--runs", str(options.runs)] if options.runs else []
-            subprocess.run(args, check=True, cwd=REPO)
+    options = database_options(__doc__.split("\n\n")[0], __file__)
+    if options is None:
         return
     run(
         options.database,
@@ -95,35 +81,10 @@ def main() -> None:
 
 
 def run(database: str, *, quick: bool, runs: int) -> None:
-    sys.path.insert(0, str(REPO))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    tmp = tempfile.mkdtemp(prefix="sagents-bench-")
-    os.environ["DATABASE_URL"] = (
-        POSTGRES_URL if database == "postgres" else f"sqlite:///{tmp}/unused.sqlite3"
-    )
-    import django
-    from django.conf import settings
-
-    settings.DATABASES["default"].setdefault("TEST", {})
-    if database == "sqlite":
-        # A file, as a site would use (an in-memory database would flatter it).
-        settings.DATABASES["default"]["TEST"]["NAME"] = f"{tmp}/bench.sqlite3"
-    else:
-        # Named after the URL's database, so runs against two URLs never share one.
-        name = settings.DATABASES["default"]["NAME"]
-        settings.DATABASES["default"]["TEST"]["NAME"] = f"test_{name}"
-    settings.DEBUG = False
-    django.setup()
-
-    from django.test.utils import setup_databases, teardown_databases
-
-    # Failed writes are counted by the benchmark; their tracebacks would drown it.
-    logging.getLogger("sagents_django.persistence").setLevel(logging.CRITICAL)
-    old = setup_databases(verbosity=0, interactive=False)
-    try:
+    with bench_database(database, postgres_url=POSTGRES_URL):
+        # Failed writes are counted by the benchmark; their tracebacks would drown it.
+        logging.getLogger("sagents_django.persistence").setLevel(logging.CRITICAL)
         Bench(database, quick=quick, runs=runs).report()
-    finally:
-        teardown_databases(old, verbosity=0)
 
 
 class Bench:
