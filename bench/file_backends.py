@@ -28,12 +28,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from databases import bench_database
 
 REPO = Path(__file__).resolve().parent.parent
 POSTGRES_URL = os.environ.get(
@@ -59,37 +60,19 @@ def main() -> None:
 
 
 def run(database: str, *, quick: bool) -> None:
-    sys.path.insert(0, str(REPO))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
-    tmp = tempfile.mkdtemp(prefix="sagents-bench-files-")
-    os.environ["DATABASE_URL"] = (
-        POSTGRES_URL if database == "postgres" else f"sqlite:///{tmp}/unused.sqlite3"
-    )
-    import django
-    from django.conf import settings
+    with bench_database(
+        database, postgres_url=POSTGRES_URL, postgres_name="test_sagents_bench_files"
+    ) as tmp:
+        from django.core.files.storage import FileSystemStorage
 
-    settings.DATABASES["default"].setdefault("TEST", {})
-    settings.DATABASES["default"]["TEST"]["NAME"] = (
-        f"{tmp}/bench.sqlite3" if database == "sqlite" else "test_sagents_bench_files"
-    )
-    settings.DEBUG = False
-    django.setup()
+        from sagents_django.filesystems import DatabasePersistence, StoragePersistence
 
-    from django.core.files.storage import FileSystemStorage
-    from django.test.utils import setup_databases, teardown_databases
-
-    from sagents_django.filesystems import DatabasePersistence, StoragePersistence
-
-    old = setup_databases(verbosity=0, interactive=False)
-    try:
         count, runs = (200, 3) if quick else (1000, 5)
         print(f"\n== {database}: {count} files, median of {runs} runs")
         report("database", DatabasePersistence(), count, runs)
         storage = FileSystemStorage(location=f"{tmp}/media", allow_overwrite=True)
         if database == "sqlite":  # the storage does not depend on the database
             report("FileSystemStorage", StoragePersistence(storage), count, runs)
-    finally:
-        teardown_databases(old, verbosity=0)
 
 
 def report(name: str, backend: Any, count: int, runs: int) -> None:

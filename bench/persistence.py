@@ -38,19 +38,16 @@ A benchmark, not a test: it prints figures and asserts no thresholds.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import random
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from django_site import setup_django
+from databases import bench_database, database_options
 
 REPO = Path(__file__).resolve().parent.parent
 POSTGRES_URL = os.environ.get(
@@ -73,20 +70,8 @@ TARGETS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--database", choices=("sqlite", "postgres", "both"), default="both"
-    )
-    parser.add_argument("--quick", action="store_true", help="a fast smoke run")
-    parser.add_argument("--runs", type=int, default=None, help="runs per figure")
-    options = parser.parse_args()
-    if options.database == "both":
-        # One process per database: Django's settings are fixed once per process.
-        for database in ("postgres", "sqlite"):
-            args = [sys.executable, __file__, "--database", database]
-            args += ["--quick"] if options.quick else []
-            args += ["--runs", str(options.runs)] if options.runs else []
-            subprocess.run(args, check=True, cwd=REPO)
+    options = database_options(__doc__.split("\n\n")[0], __file__)
+    if options is None:
         return
     run(
         options.database,
@@ -96,17 +81,10 @@ def main() -> None:
 
 
 def run(database: str, *, quick: bool, runs: int) -> None:
-    setup_django(database, POSTGRES_URL)
-
-    from django.test.utils import setup_databases, teardown_databases
-
-    # Failed writes are counted by the benchmark; their tracebacks would drown it.
-    logging.getLogger("sagents_django.persistence").setLevel(logging.CRITICAL)
-    old = setup_databases(verbosity=0, interactive=False)
-    try:
+    with bench_database(database, postgres_url=POSTGRES_URL):
+        # Failed writes are counted by the benchmark; their tracebacks would drown it.
+        logging.getLogger("sagents_django.persistence").setLevel(logging.CRITICAL)
         Bench(database, quick=quick, runs=runs).report()
-    finally:
-        teardown_databases(old, verbosity=0)
 
 
 class Bench:

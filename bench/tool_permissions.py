@@ -30,7 +30,6 @@ A benchmark, not a test: it prints figures and asserts no thresholds.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import statistics
@@ -38,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django_site import setup_django
+from databases import bench_database, database_options
 
 POSTGRES_URL = os.environ.get(
     "BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/tool_permissions_bench"
@@ -49,24 +48,18 @@ STEPS = 20
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--database", choices=("sqlite", "postgres"), default="postgres"
-    )
-    parser.add_argument("--quick", action="store_true", help="a fast smoke run")
-    parser.add_argument("--runs", type=int, default=None, help="runs per figure")
-    options = parser.parse_args()
-    setup_django(options.database, POSTGRES_URL)
-    from django.test.utils import setup_databases, teardown_databases
+    options = database_options(__doc__.split("\n\n")[0], __file__)
+    if options is None:  # both databases, each run in a process of its own
+        return
+    with bench_database(options.database, postgres_url=POSTGRES_URL):
+        try:
+            Bench(runs=options.runs or (3 if options.quick else 9)).report(
+                options.database
+            )
+        finally:
+            from sagents_django.runtime.database import close_connections
 
-    old = setup_databases(verbosity=0, interactive=False)
-    try:
-        Bench(runs=options.runs or (3 if options.quick else 9)).report(options.database)
-    finally:
-        from sagents_django.runtime.database import close_connections
-
-        close_connections()
-        teardown_databases(old, verbosity=0)
+            close_connections()
 
 
 class Bench:

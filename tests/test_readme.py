@@ -11,12 +11,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def quick_start_code() -> str:
+def python_block(after: str) -> str:
+    """The README's first python block after the text ``after``."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Quick start (core API)", 1)[1]
+    section = readme.split(after, 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "the quick start has no python block"
+    assert match, f"no python block after {after!r}"
     return match.group(1)
+
+
+def quick_start_code() -> str:
+    return python_block("## Quick start (core API)")
 
 
 def test_the_readme_quick_start_pauses_for_its_approval_and_completes() -> None:

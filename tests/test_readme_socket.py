@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -22,6 +21,8 @@ from typing import Any
 
 import pytest
 import websockets
+
+from tests.test_readme import python_block
 
 REPO = Path(__file__).resolve().parents[1]
 APP = "project.asgi:application"
@@ -47,11 +48,7 @@ print(json.dumps({
 
 
 def socket_client_code() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("**A client over the WebSocket**", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "the WebSocket client section has no python block"
-    return match.group(1)
+    return python_block("**A client over the WebSocket**")
 
 
 def free_port() -> int:

@@ -28,10 +28,18 @@ EMBEDDED = {
 async def site(request: Any, settings: Any) -> Any:
     """The fake provider of a site running turns on the stack ``request.param``
     (``stacks``: embedded, and production in the PostgreSQL pass)."""
+    llm = use_stack(request, settings)
+    if request.param == "production":
+        request.getfixturevalue("production_worker")
+    yield llm
+    await turns_ended()
+
+
+def use_stack(request: Any, settings: Any) -> Any:
+    """Settings for turns on the stack ``request.param``; its fake provider."""
     if request.param == "production":
         llm = request.getfixturevalue("production_llm")
         llm.reset()
-        request.getfixturevalue("production_worker")
         settings.CHANNEL_LAYERS = {"default": stacks.redis_layer()}
         settings.SAGENTS = {**EMBEDDED, **stacks.sagents_overrides(llm)}
     else:
@@ -44,9 +52,12 @@ async def site(request: Any, settings: Any) -> Any:
             "MODEL": llm.model,
             "MODEL_PARAMS": dict(llm.model_params),
         }
-    yield llm
-    # A turn still ending (its follow-up, its last writes) must not meet the
-    # flush of the test database.
+    return llm
+
+
+async def turns_ended() -> None:
+    """A turn still ending (its follow-up, its last writes) must not meet the
+    flush of the test database."""
     assert await asyncio.to_thread(wait_inline, 30)
     assert await no_active_runs(30), "a turn was still running after the test"
 
