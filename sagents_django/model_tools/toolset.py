@@ -161,8 +161,12 @@ class ModelTools:
                 f"get_queryset must return a QuerySet of {self.model._meta.label}, "
                 f"not {rows!r}"
             )
-        if rows.query.is_sliced:
-            raise ConfigurationError("get_queryset must not slice its QuerySet")
+        try:  # Django refuses to filter a sliced QuerySet (nothing is run here)
+            rows.filter(pk__isnull=False)
+        except TypeError:
+            raise ConfigurationError(
+                "get_queryset must not slice its QuerySet"
+            ) from None
         return rows
 
     def _function(

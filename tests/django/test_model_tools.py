@@ -917,3 +917,13 @@ def test_permissions_true_gates_each_tool_by_the_models_own_permission(
         order_tools(permissions={"list": "shop.view_order"}).permission_for("get")
         is None
     )
+
+
+def test_a_sliced_queryset_from_the_site_is_a_configuration_error(
+    alice: Tenant,
+) -> None:
+    from sagents_django.core import ConfigurationError
+
+    tools = order_tools(get_queryset=lambda scope: Order.objects.all()[:5])
+    with pytest.raises(ConfigurationError, match="must not slice"):
+        tools.queryset(alice.scope)
