@@ -99,11 +99,10 @@ class DjangoAgentPersistence:
         if context.conversation_id is None:
             return StoredState(data=None, revision=0)
         with isolated():
-            # The revision first: a save in between makes the pair look older
-            # than it is (the next save is refused), never newer.
-            revision = services.state_revision(scope, context.conversation_id)
-            data = services.load_agent_state(scope, context.conversation_id)
-        return StoredState(data=data, revision=revision if data is not None else 0)
+            data, revision = services.load_agent_state_revision(
+                scope, context.conversation_id
+            )
+        return StoredState(data=data, revision=revision)
 
     def load_state(
         self, scope: Any, context: PersistenceContext

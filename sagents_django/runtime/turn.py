@@ -27,7 +27,6 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from django.db import transaction
 from django.utils.module_loading import import_string
 
 from sagents_django import services
@@ -59,6 +58,7 @@ from sagents_django.persistence import (
     record_failure,
 )
 from sagents_django.scope import Scope, scope_class
+from sagents_django.services.sql import unit
 
 from . import checkpoints, control, draining, runs
 from .agents import build_agent, cost_of
@@ -416,12 +416,17 @@ class Turn:
         self, data: dict[str, Any], context: PersistenceContext, declare: bool
     ) -> Any:
         lease = self.tenure.lease
-        with transaction.atomic():
-            if not runs.held(lease).exists():
+        # A unit: no savepoint around the save (a failure fails the whole write).
+        with unit():
+            if not declare and not runs.held(lease).exists():
                 raise runs.LeaseLost(f"Run {self.run_id} was taken over")
             row = self.agent_persistence.save_state(self.scope, data, context)
-            if declare:
-                runs.held(lease).update(checkpoint_revision=row.revision)
+            # Declaring is the fence too: a run no longer held updates nothing,
+            # and the save is rolled back with it.
+            if declare and not runs.held(lease).update(
+                checkpoint_revision=row.revision
+            ):
+                raise runs.LeaseLost(f"Run {self.run_id} was taken over")
         return row
 
     async def _settle(self, result: AgentResult) -> str:

@@ -50,7 +50,13 @@ from .runs import (
     finish_run,
     request_cancel,
 )
-from .state import load_agent_state, load_todos, save_agent_state, state_revision
+from .state import (
+    load_agent_state,
+    load_agent_state_revision,
+    load_todos,
+    save_agent_state,
+    state_revision,
+)
 from .tool_calls import (
     cancel_tool_call,
     complete_tool_call,
@@ -87,6 +93,7 @@ __all__ = [
     "interrupt_tool_call",
     "list_conversations",
     "load_agent_state",
+    "load_agent_state_revision",
     "load_display_messages",
     "load_todos",
     "mark_tool_executing",

@@ -218,19 +218,27 @@ def load_agent_state(scope: Scope, conversation_id: Any) -> dict[str, Any] | Non
     decoder goes, not an object, JSON null) is SerializationError, not None: None
     would start the conversation over and the next save would overwrite it.
     """
+    return load_agent_state_revision(scope, conversation_id)[0]
+
+
+def load_agent_state_revision(
+    scope: Scope, conversation_id: Any
+) -> tuple[dict[str, Any] | None, int]:
+    """The stored envelope and its revision, read together by one statement (so
+    they always belong together); ``(None, 0)`` when there is none in ``scope``."""
     pk = conversation_pk(conversation_id)
     found = _read(
         pk,
         AgentState.objects.filter(
             conversation_id=pk, conversation__in=owned_ids(scope)
-        ).values_list("pk", "state_data"),
+        ).values_list("state_data", "revision"),
     )
     if found is None:
-        return None
-    data = found[1]
+        return None, 0
+    data, revision = found
     if not isinstance(data, dict):
         raise _unreadable(pk, f"it holds a {type(data).__name__}, not an object")
-    return data
+    return data, revision
 
 
 def _read(pk: Any, rows: Any) -> Any:

@@ -62,6 +62,10 @@ CASES: dict[str, tuple[Call, Any]] = {
     ),
     "state_revision": (lambda s, c: services.state_revision(s, c.pk), 0),
     "load_agent_state": (lambda s, c: services.load_agent_state(s, c.pk), None),
+    "load_agent_state_revision": (
+        lambda s, c: services.load_agent_state_revision(s, c.pk),
+        (None, 0),
+    ),
     "load_todos": (lambda s, c: services.load_todos(s, c.pk), []),
     "append_display_message": (
         lambda s, c: services.append_display_message(
