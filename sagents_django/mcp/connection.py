@@ -95,11 +95,7 @@ class Connection:
         self._failures = 0
         self._retry_at = 0.0
         self._reported: tuple[str, ...] = ()
-        self._secrets = tuple(
-            s
-            for s in (*server.headers.values(), *server.env.values(), server.url or "")
-            if len(s) >= 4
-        )
+        self._secrets = _secrets(server)
 
     # Connecting ------------------------------------------------------------------
     def alive(self) -> bool:
@@ -445,6 +441,15 @@ async def _stop(session: _Session) -> None:
 
 class ToolGone(Exception):
     """The server no longer lists the tool the model called."""
+
+
+def _secrets(server: McpServer) -> tuple[str, ...]:
+    """What ``scrub`` takes out: header and environment values (and the credential
+    word of one such as "Bearer <token>"), and the URL; longest first."""
+    values = [*server.headers.values(), *server.env.values(), server.url or ""]
+    words = [word for value in values for word in value.split() if len(word) >= 8]
+    found = {s for s in (*values, *words) if len(s) >= 4}
+    return tuple(sorted(found, key=len, reverse=True))
 
 
 def _meanwhile(guard: Guard | None, before: int) -> str:

@@ -138,7 +138,7 @@ class Registry:
                 f"The call to {remote!r} on MCP server {server!r} failed: {exc}",
                 True,
             )
-        text = result_text(result)
+        text = connection.scrub(result_text(result))
         if result.is_error:
             return (
                 f"MCP server {server!r} answered with an error from {remote!r}: "

@@ -49,6 +49,7 @@ def fail(message: str) -> str:
 @server.tool()
 async def hang(marker: str) -> str:
     """Never answer (until cancelled)."""
+    (MARKERS / f"{marker}.started").write_text("started")
     try:
         await asyncio.sleep(3600)
     except asyncio.CancelledError:
@@ -87,10 +88,13 @@ async def retire(name: str, ctx: Context) -> str:
 
 
 @server.tool()
-def token(ctx: Context) -> str:
-    """Whether the request carried the expected bearer token (never echoed)."""
-    expected = f"Bearer {os.environ.get('EXPECTED_TOKEN', '')}"
+def token(ctx: Context, leak: bool = False) -> str:
+    """Whether the request carried the expected bearer token (or, leaking, the
+    header itself, as a careless server might)."""
     headers = ctx.headers or {}
+    if leak:
+        return f"you sent {headers.get('authorization')}"
+    expected = f"Bearer {os.environ.get('EXPECTED_TOKEN', '')}"
     return "token ok" if headers.get("authorization") == expected else "no token"
 
 
@@ -111,6 +115,7 @@ def serve_http() -> None:
     )
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections wait in the backlog until uvicorn accepts
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(outer, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
