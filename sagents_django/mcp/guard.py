@@ -31,7 +31,7 @@ import typing
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from sagents_django.core.limits import value_bounds_problem
 
@@ -267,8 +267,8 @@ def _meta(holder: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
-class _Reading:
-    """The transport's read stream, each item shown to the guard first."""
+class _Stream:
+    """One of the transport's streams, passed through to it."""
 
     def __init__(self, inner: Any, guard: Guard) -> None:
         self._inner = inner
@@ -276,6 +276,25 @@ class _Reading:
 
     def __getattr__(self, name: str) -> Any:  # last_context, for the dispatcher
         return getattr(self._inner, name)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)
+
+
+class _Reading(_Stream):
+    """The transport's read stream, each item shown to the guard first."""
 
     async def receive(self) -> Any:
         try:
@@ -298,13 +317,6 @@ class _Reading:
         self._guard.received(item)
         return item
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _Reading:
-        await self._inner.__aenter__()
-        return self
-
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
@@ -312,34 +324,12 @@ class _Reading:
         exc_tb: TracebackType | None,
     ) -> bool | None:
         self._guard.ended()
-        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)
+        return await super().__aexit__(exc_type, exc_val, exc_tb)
 
 
-class _Writing:
+class _Writing(_Stream):
     """The transport's write stream, each request noted by the guard."""
-
-    def __init__(self, inner: Any, guard: Guard) -> None:
-        self._inner = inner
-        self._guard = guard
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
     async def send(self, item: Any, /) -> None:
         self._guard.sent(getattr(item, "message", None))
         await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _Writing:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)

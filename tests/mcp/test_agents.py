@@ -22,7 +22,7 @@ from sagents_django.core.tools import execute_tool_call
 from sagents_django.mcp import amcp_tools
 from tests.fakes.openai_server import reply, tool_call
 from tests.mcp.conftest import stdio
-from tests.mcp.test_tools import eventually
+from tests.mcp.helpers import eventually
 
 
 def tool_texts(state: State) -> list[str]:

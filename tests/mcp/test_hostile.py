@@ -4,27 +4,14 @@ call (a well-behaved server beside it goes on working)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 import pytest
 
-from sagents_django.core import State, ToolCall, ToolContext
-from sagents_django.core.tools import execute_tool_call
-from sagents_django.mcp import McpTool, amcp_tools, server_statuses
+from sagents_django.mcp import McpTool, amcp_tools
 from tests.mcp.conftest import stdio
-
-
-async def run(tools: list[McpTool], name: str, arguments: dict[str, Any]) -> Any:
-    call = ToolCall(call_id="c1", name=name, arguments=arguments)
-    context = ToolContext(state=State(), agent_id="a", tool_call=call)
-    return await execute_tool_call(call, {t.name: t for t in tools}, context)
-
-
-async def status_of(name: str) -> Any:
-    statuses = await asyncio.to_thread(server_statuses)
-    return next(s for s in statuses if s.name == name)
+from tests.mcp.helpers import run, status_of
 
 
 async def healthy(tools: list[McpTool]) -> bool:

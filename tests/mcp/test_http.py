@@ -12,23 +12,11 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from sagents_django.core import State, ToolCall, ToolContext, events
+from sagents_django.core import events
 from sagents_django.core.limits import MAX_TOOL_RESULT_CHARS
-from sagents_django.core.tools import execute_tool_call
-from sagents_django.mcp import McpTool, amcp_tools, server_statuses
+from sagents_django.mcp import amcp_tools
 from tests.mcp.conftest import TOKEN, Counter, HttpServer
-from tests.mcp.test_tools import eventually
-
-
-async def run(tools: list[McpTool], name: str, arguments: dict[str, Any]) -> Any:
-    call = ToolCall(call_id="c1", name=name, arguments=arguments)
-    context = ToolContext(state=State(), agent_id="a", tool_call=call)
-    return await execute_tool_call(call, {t.name: t for t in tools}, context)
-
-
-async def status_of(name: str) -> Any:
-    statuses = await asyncio.to_thread(server_statuses)
-    return next(s for s in statuses if s.name == name)
+from tests.mcp.helpers import eventually, run, status_of
 
 
 async def test_an_http_servers_tools_are_called_with_its_headers_kept_secret(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,33 +11,12 @@ import pytest
 from sagents_django.core import (
     Agent,
     ConfigurationError,
-    State,
-    ToolCall,
-    ToolContext,
     events,
 )
 from sagents_django.core.limits import MAX_TOOL_RESULT_CHARS
-from sagents_django.core.tools import execute_tool_call
 from sagents_django.mcp import McpTool, amcp_tools, mcp_tools, server_statuses
 from tests.mcp.conftest import stdio
-
-
-async def eventually(check: Callable[[], bool], timeout: float = 20) -> bool:
-    """Whether ``check()`` becomes true within ``timeout`` seconds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        if asyncio.get_running_loop().time() > deadline:
-            return False
-        await asyncio.sleep(0.05)
-    return True
-
-
-async def run(
-    tools: list[McpTool], name: str, arguments: dict[str, Any], **options: Any
-) -> Any:
-    call = ToolCall(call_id="c1", name=name, arguments=arguments)
-    context = ToolContext(state=State(), agent_id="a", tool_call=call)
-    return await execute_tool_call(call, {t.name: t for t in tools}, context, **options)
+from tests.mcp.helpers import eventually, run
 
 
 def test_a_stdio_servers_tools_are_offered_with_their_schemas_and_hints(
