@@ -309,13 +309,12 @@ class _Reading(_Stream):
         return self
 
     async def __anext__(self) -> Any:
+        import anyio
+
         try:
-            item = await self._inner.__anext__()
-        except StopAsyncIteration:
-            self._guard.ended()
-            raise
-        self._guard.received(item)
-        return item
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
 
     async def __aexit__(
         self,

@@ -120,7 +120,7 @@ class Registry:
     ) -> tuple[str, bool]:
         """Call ``remote`` on ``server``: the text the model reads, and whether
         it is an error."""
-        connection = self.connections.get(server)
+        connection = self.connections.get(server) or self._reopen(server)
         if connection is None:
             return f"MCP server {server!r} is not configured any more.", True
         try:
@@ -146,6 +146,15 @@ class Registry:
                 True,
             )
         return text, False
+
+    def _reopen(self, server: str) -> Connection | None:
+        """A connection to ``server`` for a tool whose connection was closed
+        (``close_servers``), if the settings still name it."""
+        from .offer import configured_servers
+
+        servers, hosts = configured_servers()
+        found = servers.get(server)
+        return self.connection(found, hosts) if found is not None else None
 
     def statuses(self) -> list[ServerStatus]:
         return [c.status for c in self.connections.values()]

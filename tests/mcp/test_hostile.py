@@ -4,6 +4,7 @@ call (a well-behaved server beside it goes on working)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -118,3 +119,17 @@ async def test_a_message_over_max_message_bytes_fails_the_call_not_the_process(
     assert result.is_error
     assert "larger than 1048576 bytes" in result.content
     assert await healthy(await amcp_tools(None))
+
+
+async def test_a_tool_outliving_its_connection_opens_it_again(use_servers: Any) -> None:
+    from sagents_django.mcp import close_servers
+
+    use_servers(notes=stdio(tools=["echo"]), other=stdio(prefix="other"))
+    tools = await amcp_tools(None)
+    await asyncio.to_thread(close_servers)
+
+    assert await healthy(tools)
+    use_servers(other=stdio(prefix="other"))  # notes leaves the settings
+    await asyncio.to_thread(close_servers)
+    gone = await run(tools, "notes__echo", {"text": "hi"})
+    assert gone.content == "MCP server 'notes' is not configured any more."

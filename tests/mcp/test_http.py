@@ -73,8 +73,9 @@ def test_a_server_on_a_host_that_is_not_allowed_is_refused(
         mcp_tools(None)
 
 
-async def test_a_5_megabyte_result_is_cut_and_one_over_the_message_bound_refused(
-    use_servers: Any, http_server: HttpServer
+@pytest.mark.parametrize("megabytes", [5, 50])
+async def test_a_large_result_is_cut_and_one_over_the_message_bound_refused(
+    use_servers: Any, http_server: HttpServer, megabytes: int
 ) -> None:
     use_servers(
         notes=http_server.settings(),
@@ -82,11 +83,12 @@ async def test_a_5_megabyte_result_is_cut_and_one_over_the_message_bound_refused
     )
     tools = await amcp_tools(None)
 
-    cut = await run(tools, "notes__big", {"megabytes": 5})
-    refused = await run(tools, "small__big", {"megabytes": 5})
+    cut = await run(tools, "notes__big", {"megabytes": megabytes})
+    refused = await run(tools, "small__big", {"megabytes": megabytes})
 
     assert not cut.is_error and len(cut.content) <= MAX_TOOL_RESULT_CHARS
-    assert "[Result truncated: it was 5242880 characters" in cut.content
+    size = megabytes * 1024 * 1024
+    assert f"[Result truncated: it was {size} characters" in cut.content
     assert refused.is_error and "larger than 1048576 bytes" in refused.content
     assert (await run(tools, "small__echo", {"text": "fine"})).content == "fine"
 

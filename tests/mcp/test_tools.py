@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.trace import StatusCode
 
 from sagents_django.core import (
     Agent,
@@ -17,6 +18,7 @@ from sagents_django.core.limits import MAX_TOOL_RESULT_CHARS
 from sagents_django.mcp import McpTool, amcp_tools, mcp_tools, server_statuses
 from tests.mcp.conftest import stdio
 from tests.mcp.helpers import eventually, run
+from tests.otel import Recorded
 
 
 def test_a_stdio_servers_tools_are_offered_with_their_schemas_and_hints(
@@ -159,3 +161,40 @@ def test_the_site_can_say_which_tools_may_run_again(use_servers: Any) -> None:
     idempotent = {t.name for t in mcp_tools(None) if t.idempotent}
 
     assert idempotent == {"notes__delete_note"}  # echo's hint is overridden too
+
+
+async def test_each_call_is_a_span_under_its_tool_call(
+    use_servers: Any, spans: Recorded
+) -> None:
+    use_servers(notes=stdio(tools=["echo", "fail"]))
+    tools = await amcp_tools(None)
+
+    await run(tools, "notes__echo", {"text": "traced"})
+    await run(tools, "notes__fail", {"message": "no"})
+
+    ok, failed = spans.named("sagents.mcp_call")
+    assert dict(ok.attributes or {}) == {
+        "sagents.mcp.server": "notes",
+        "sagents.mcp.tool": "echo",
+    }
+    parent = spans.parent_of(ok)
+    assert parent is not None and parent.name == "sagents.tool_call"
+    assert failed.status.status_code == StatusCode.ERROR
+    assert ok.status.status_code != StatusCode.ERROR
+
+
+async def test_on_the_runtime_loops_thread_the_lists_it_has_are_offered_at_once(
+    use_servers: Any,
+) -> None:
+    """Synchronous code running on the runtime loop (a factory called there)
+    cannot wait for the loop: it gets the lists already read, and a refresh."""
+    from sagents_django.runtime import loop
+
+    use_servers(notes=stdio(tools=["echo"]))
+
+    async def build() -> list[str]:
+        return [t.name for t in mcp_tools(None)]
+
+    first = await asyncio.wrap_future(loop.submit(build()))
+    assert first == []  # nothing read yet: a listing started in the background
+    assert await eventually(lambda: loop.submit(build()).result() == ["notes__echo"])
