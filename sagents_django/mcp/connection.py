@@ -96,6 +96,7 @@ class Connection:
         self._retry_at = 0.0
         self._reported: tuple[str, ...] = ()
         self._secrets = _secrets(server)
+        self._stopping: set[asyncio.Future[None]] = set()
 
     # Connecting ------------------------------------------------------------------
     def alive(self) -> bool:
@@ -162,15 +163,22 @@ class Connection:
             async with asyncio.timeout(self.server.connect_timeout):
                 session.client = await ready
         except TimeoutError:
-            await _stop(session)
+            self._stop_later(session)
             raise TimeoutError(
                 f"no answer to the handshake within {self.server.connect_timeout:g} "
                 "seconds"
             ) from None
         except BaseException:
-            await _stop(session)
+            self._stop_later(session)
             raise
         return session
+
+    def _stop_later(self, session: _Session) -> None:
+        """Stop a session that never connected without making the caller wait
+        (``close`` waits for these)."""
+        task = asyncio.ensure_future(_stop(session))
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
 
     async def _own(self, session: _Session, ready: asyncio.Future[Any]) -> None:
         from mcp import Client
@@ -256,6 +264,8 @@ class Connection:
     async def close(self) -> None:
         self.status = replace(self.status, state="closed")
         await self._release()
+        if self._stopping:
+            await asyncio.wait(self._stopping, timeout=CLOSE_SECONDS * 2)
 
     # Listing ---------------------------------------------------------------------
     def fresh(self) -> bool:
@@ -433,6 +443,8 @@ async def _stop(session: _Session) -> None:
     owner = session.owner
     if owner is None or owner.done():
         return
+    if session.client is None:  # still in the handshake: nothing to finish
+        owner.cancel()
     done, _ = await asyncio.wait([owner], timeout=CLOSE_SECONDS)
     if not done:
         owner.cancel()

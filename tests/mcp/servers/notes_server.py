@@ -117,7 +117,9 @@ def serve_http() -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts
     print(sock.getsockname()[1], flush=True)
-    config = uvicorn.Config(outer, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        outer, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 
