@@ -16,6 +16,9 @@ fails ``manage.py check`` instead of every turn:
 - E030 DRAIN_SECONDS: not a number of seconds, 0 or more
 - E026 MESSAGE_PREPROCESSOR is not a dotted path; E027 it cannot be imported or
   has no ``preprocess``
+- E040 MCP_SERVERS: a server's options are not valid (a command given as a string,
+  an unknown option, a bad name or prefix...); E041 MCP_ALLOWED_HOSTS is not a
+  list of host names; E042 an HTTP server's host is not in MCP_ALLOWED_HOSTS
 - E015 FACTORY cannot be imported or is not callable
 - E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
   them cannot be imported or is not a class
@@ -57,6 +60,8 @@ IDS = {
     "SWEEP_SECONDS": "sagents_django.E022",
     "MAX_ATTEMPTS": "sagents_django.E023",
     "DRAIN_SECONDS": "sagents_django.E030",
+    "MCP_SERVERS": "sagents_django.E040",
+    "MCP_ALLOWED_HOSTS": "sagents_django.E041",
 }
 """The check id of each key's type check."""
 
@@ -93,6 +98,10 @@ HINTS = {
     "SWEEP_SECONDS": "Give seconds, e.g. 10.",
     "MAX_ATTEMPTS": "Give a number of attempts, e.g. 3.",
     "DRAIN_SECONDS": "Give seconds, e.g. 5 (0: close the sockets and stop at once).",
+    "MCP_SERVERS": 'Name each server with its options: {"docs": {"command": '
+    '["python", "-m", "docs_server"]}} or {"tickets": {"url": '
+    '"https://mcp.example.com/mcp", "headers": {...}}}.',
+    "MCP_ALLOWED_HOSTS": 'List host names: ["mcp.example.com"].',
 }
 
 
@@ -125,6 +134,7 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     ):
         messages.extend(_check_preprocessor(preprocessor))
     messages.extend(_check_lease(user))
+    messages.extend(_check_mcp_hosts(user))
     for key in ("AGENT_PERSISTENCE", "DISPLAY_PERSISTENCE"):
         path = user.get(key, conf.DEFAULTS[key])
         if conf.problem(key, path) is None:
@@ -317,3 +327,30 @@ def _check_lease(user: Mapping[str, Any]) -> list[checks.CheckMessage]:
             id="sagents_django.E024",
         )
     ]
+
+
+def _check_mcp_hosts(user: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    from sagents_django.core.exceptions import ConfigurationError
+    from sagents_django.mcp.config import check_host, parse_hosts, parse_servers
+
+    servers = user.get("MCP_SERVERS", conf.DEFAULTS["MCP_SERVERS"])
+    hosts = user.get("MCP_ALLOWED_HOSTS", conf.DEFAULTS["MCP_ALLOWED_HOSTS"])
+    if conf.problem("MCP_SERVERS", servers) or conf.problem("MCP_ALLOWED_HOSTS", hosts):
+        return []
+    allowed = parse_hosts(hosts) or frozenset()
+    messages: list[checks.CheckMessage] = []
+    for server in parse_servers(servers).values():
+        if server.url is None:
+            continue
+        try:
+            check_host(server.url, allowed, server=server.name)
+        except ConfigurationError as exc:
+            messages.append(
+                checks.Error(
+                    f"{exc}: its tools would never be offered.",
+                    hint="Add the host to SAGENTS['MCP_ALLOWED_HOSTS'] if this "
+                    "server is meant to be reached, or remove the server.",
+                    id="sagents_django.E042",
+                )
+            )
+    return messages

@@ -81,6 +81,11 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # ready" and goes on serving this many seconds (for the load balancer to
         # notice), then closes its sockets (4503) and stops.
         "DRAIN_SECONDS": 5,
+        # MCP servers whose tools a factory offers with sagents_django.mcp.mcp_tools:
+        # {"name": {"command": [...]} or {"url": ..., "headers": {...}}, ...}.
+        "MCP_SERVERS": {},
+        # The hosts an HTTP MCP server may be on (every request is checked).
+        "MCP_ALLOWED_HOSTS": [],
     }
 )
 
@@ -202,6 +207,18 @@ def _positive_number(what: str) -> Callable[[Any], str | None]:
     return check
 
 
+def _mcp_servers(value: Any) -> str | None:
+    from sagents_django.mcp.config import servers_problem
+
+    return servers_problem(value)
+
+
+def _mcp_allowed_hosts(value: Any) -> str | None:
+    from sagents_django.mcp.config import hosts_problem
+
+    return hosts_problem(value)
+
+
 VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
     {
         "MODEL": _model,
@@ -225,6 +242,8 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "SWEEP_SECONDS": _positive_number("seconds"),
         "MAX_ATTEMPTS": _positive_int("attempts"),
         "DRAIN_SECONDS": _non_negative_number("seconds"),
+        "MCP_SERVERS": _mcp_servers,
+        "MCP_ALLOWED_HOSTS": _mcp_allowed_hosts,
     }
 )
 """Every key's type check; whether SCOPE imports is checked by ``checks.py``."""
@@ -360,6 +379,14 @@ class SagentsSettings:
     @property
     def DRAIN_SECONDS(self) -> float:
         return cast("float", valid("DRAIN_SECONDS"))
+
+    @property
+    def MCP_SERVERS(self) -> dict[str, Any]:
+        return dict(valid("MCP_SERVERS"))
+
+    @property
+    def MCP_ALLOWED_HOSTS(self) -> list[str]:
+        return list(valid("MCP_ALLOWED_HOSTS"))
 
 
 sagents_settings = SagentsSettings()

@@ -162,6 +162,11 @@ GOOD = {
     "DRAIN_SECONDS": 0,
     "AGENT_PERSISTENCE": "project.agents.agent_persistence.AgentPersistence",
     "DISPLAY_PERSISTENCE": "sagents_django.persistence.DjangoDisplayMessagePersistence",
+    "MCP_SERVERS": {
+        "docs": {"command": ["python", "-m", "docs_server"], "env": {"K": "v"}},
+        "tickets": {"url": "https://mcp.example.com/mcp", "tools": ["search"]},
+    },
+    "MCP_ALLOWED_HOSTS": ["mcp.example.com"],
 }
 
 

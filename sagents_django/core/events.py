@@ -55,7 +55,8 @@ EVENTS: dict[str, str] = {
     "llm_token_usage": '{"usage": TokenUsage.to_dict()}',
     "tool_execution_update": (
         '{"status": "executing|completed|failed", "call_id", "name", '
-        '"display_text"?, "arguments"?, "result"?, "error"?}'
+        '"display_text"?, "arguments"?, "result"?, "error"?, '
+        '"progress"?: {"progress": number, "total": number|null, "message": str|null}}'
     ),
     "display_message_saved": '{"display_message": ' + DISPLAY_MESSAGE + "}",
     "display_message_updated": '{"display_message": ' + DISPLAY_MESSAGE + "}",

@@ -1,0 +1,140 @@
+"""Where a site's factory gets the tools of its MCP servers.
+
+``mcp_tools(scope)`` is called while an agent is built, which happens in a
+synchronous factory on a database thread (the runtime's ``Turn.open``), in a view,
+or in a script. It hands the work to the runtime loop and waits for it, bounded by
+the servers' own time budgets: a server that answers from its cached list costs
+nothing; one that is down costs its ``connect_timeout`` once, then nothing until
+its next try (the delay doubles per failure, up to a minute), during which its last
+list is offered (its tools answer with the error) or, if it never listed, nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from sagents_django.core.exceptions import ConfigurationError
+
+from .config import McpServer, parse_servers
+from .connection import CLOSE_SECONDS
+from .registry import on_runtime_loop, registry
+from .status import ServerStatus
+from .tools import McpTool
+
+logger = logging.getLogger(__name__)
+
+_background: set[asyncio.Task[Any]] = set()
+
+
+def configured_servers() -> tuple[dict[str, McpServer], frozenset[str]]:
+    """``SAGENTS["MCP_SERVERS"]`` (checked against ``MCP_ALLOWED_HOSTS``) and the
+    allowed hosts; ``ImproperlyConfigured`` saying what is wrong."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from sagents_django.conf import sagents_settings
+
+    hosts = frozenset(h.lower() for h in sagents_settings.MCP_ALLOWED_HOSTS)
+    try:
+        servers = parse_servers(sagents_settings.MCP_SERVERS, hosts)
+    except ConfigurationError as exc:
+        raise ImproperlyConfigured(
+            f"SAGENTS['MCP_SERVERS'] is not valid: {exc} (`manage.py check` says more)"
+        ) from None
+    return servers, hosts
+
+
+def _chosen(
+    servers: Iterable[str] | None,
+) -> tuple[list[McpServer], frozenset[str], frozenset[str]]:
+    configured, hosts = configured_servers()
+    if servers is None:
+        return list(configured.values()), hosts, frozenset(configured)
+    if isinstance(servers, str):
+        servers = [servers]  # one name, not its letters
+    chosen = []
+    for name in servers:
+        if name not in configured:
+            raise ConfigurationError(
+                f"No MCP server {name!r} in SAGENTS['MCP_SERVERS'] (configured: "
+                f"{', '.join(sorted(configured)) or 'none'})"
+            )
+        chosen.append(configured[name])
+    return chosen, hosts, frozenset(configured)
+
+
+async def _offer(
+    chosen: list[McpServer], hosts: frozenset[str], configured: frozenset[str]
+) -> list[McpTool]:
+    found = registry()
+    found.configured(configured)
+    return await found.offer(chosen, hosts)
+
+
+def mcp_tools(scope: Any = None, servers: Iterable[str] | None = None) -> list[McpTool]:
+    """The tools of the configured MCP servers (``servers``: only those, by name),
+    for an agent being built (``tools=[*mine, *mcp_tools(scope)]``).
+
+    ``scope`` is the caller the agent is built for; tools of settings' servers are
+    the same for everyone (gate them by permission or with ``interrupt_on``).
+    Called on the runtime loop's own thread (from synchronous code running there),
+    it cannot wait: it offers the lists this process already has and reads them
+    again in the background.
+    """
+    from sagents_django.runtime import loop
+
+    chosen, hosts, configured = _chosen(servers)
+    if not chosen:
+        return []
+    if loop.on_runtime_loop():
+        task = asyncio.ensure_future(_offer(chosen, hosts, configured))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+        return registry().offered(chosen)
+    future = loop.submit(_offer(chosen, hosts, configured))
+    bound = max(s.connect_timeout + s.timeout for s in chosen) + CLOSE_SECONDS + 5
+    try:
+        return future.result(timeout=bound)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+        logger.error("MCP servers did not list their tools within %gs", bound)
+        return []
+
+
+async def amcp_tools(
+    scope: Any = None, servers: Iterable[str] | None = None
+) -> list[McpTool]:
+    """``mcp_tools`` for async code (any event loop)."""
+    chosen, hosts, configured = _chosen(servers)
+    if not chosen:
+        return []
+    return await on_runtime_loop(_offer(chosen, hosts, configured))
+
+
+async def _statuses() -> list[ServerStatus]:
+    return registry().statuses()
+
+
+def server_statuses() -> list[ServerStatus]:
+    """How each MCP server fares in this process (for an operator's page or a
+    health check): state, tools offered, tools left out and why, last error."""
+    from sagents_django.runtime import loop
+
+    if loop.on_runtime_loop():
+        return registry().statuses()
+    return loop.submit(_statuses()).result(timeout=5)
+
+
+async def _close() -> None:
+    await registry().close()
+
+
+def close_servers() -> None:
+    """Close this process's MCP connections (stdio servers stop); the next use
+    opens them again."""
+    from sagents_django.runtime import loop
+
+    loop.submit(_close()).result(timeout=CLOSE_SECONDS * 2 + 5)
