@@ -1,9 +1,9 @@
-"""The README's WebSocket client runs as written against a real daphne.
+"""The docs' WebSocket client (docs/sockets.md) runs as written against a real daphne.
 
 daphne serves the hosting project (embedded default: a file SQLite database of this
 test, the in-memory channel layer, inline turns, the offline demo model) in a child
 process; a second child creates a user, a conversation and a signed-in session in
-that database; the README's client code runs in a third, as a reader would run it.
+that database; the docs' client code runs in a third, as a reader would run it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import websockets
 
-from tests.test_readme import python_block
+from tests.docs import marked
 
 REPO = Path(__file__).resolve().parents[1]
 APP = "project.asgi:application"
@@ -48,7 +48,7 @@ print(json.dumps({
 
 
 def socket_client_code() -> str:
-    return python_block("**A client over the WebSocket**")
+    return marked("socket-client").code
 
 
 def free_port() -> int:
@@ -115,7 +115,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         log.close()
 
 
-def test_the_readme_socket_client_prints_the_streamed_reply_until_the_run_ends(
+def test_the_docs_socket_client_prints_the_streamed_reply_until_the_run_ends(
     served: dict[str, Any],
 ) -> None:
     result = subprocess.run(

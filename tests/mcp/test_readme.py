@@ -1,25 +1,20 @@
-"""The README's "Tools from MCP servers" section is true: its settings pass the
+"""The docs' "Tools from MCP servers" section is true: its settings pass the
 checks, and its factory code offers a server's tools."""
 
 from __future__ import annotations
 
 import os
-import re
-from pathlib import Path
 from typing import Any
 
 from django.core import checks
 from django.test import override_settings
 
+from tests.docs import marked
 from tests.mcp.conftest import stdio
-
-README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def blocks() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Tools from MCP servers", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    return [marked("mcp-settings").code, marked("mcp-factory").code]
 
 
 def test_the_readmes_settings_pass_the_checks() -> None:

@@ -4,7 +4,7 @@ what a deploy replaces one process of.
 ``Balancer`` is a TCP relay that polls each backend's readiness endpoint (as a
 load balancer's health check does) and sends each new connection to the first
 backend that answered 200; connections already open stay where they are. The
-servers (``Daphne``, ``Uvicorn``: the README documents both) serve the hosting
+servers (``Daphne``, ``Uvicorn``: docs/deploy.md documents both) serve the hosting
 project on one SQLite file (so a session and a conversation are the same on
 both), with ``tests.web.drain_settings``.
 """
@@ -150,7 +150,7 @@ class Daphne(Server):
 
 
 class Uvicorn(Server):
-    """uvicorn as the README has a site run it (``uvicorn[standard]``: uvloop,
+    """uvicorn as docs/deploy.md has a site run it (``uvicorn[standard]``: uvloop,
     httptools, websockets), without per-message compression."""
 
     name = "uvicorn"

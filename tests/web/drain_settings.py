@@ -1,6 +1,6 @@
 """Settings of the server processes the draining tests start: the project's
 (``SAGENTS_DRAIN_SECONDS`` sets the drain), with the approval-asking factory of
-``tests.web.agents``, and the README's ``LOGGING`` (uvicorn, unlike daphne's
+``tests.web.agents``, and docs/deploy.md's ``LOGGING`` (uvicorn, unlike daphne's
 command line, gives the root logger no handler: without it the drain's log lines,
 which the tests read, are not printed)."""
 

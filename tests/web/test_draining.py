@@ -1,5 +1,5 @@
 """Readiness and draining, on real server processes: each test on daphne and on
-uvicorn (the README documents both).
+uvicorn (docs/deploy.md documents both).
 
 A load balancer (``tests.web.balancer``) follows two servers' readiness; a deploy
 sends one of them SIGTERM. Its readiness must say "draining" at once, its sockets

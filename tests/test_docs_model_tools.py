@@ -1,4 +1,5 @@
-"""The README's ``ModelTools`` example runs as written, over the tests' shop app.
+"""The docs' ``ModelTools`` example (docs/tools.md) runs as written, over the
+tests' shop app.
 
 The example imports ``shop.models`` as a site's app would be named; the tests'
 shop app lives at ``tests.shop`` (label ``shop``), so that module is made
@@ -21,8 +22,8 @@ import tests.shop.models
 from sagents_django.core import State, ToolCall, ToolContext
 from sagents_django.core.tools import execute_tool_call
 from sagents_django.scope import Scope
+from tests.docs import marked
 from tests.shop.models import Customer, Order, Product, Shop
-from tests.test_readme import python_block
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,9 +32,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def example(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setitem(sys.modules, "shop", tests.shop)
     monkeypatch.setitem(sys.modules, "shop.models", tests.shop.models)
-    namespace: dict[str, Any] = {"__name__": "readme_factory"}
-    code = python_block("## Your models as tools, inside the tenant")
-    exec(compile(code, "README.md", "exec"), namespace)
+    namespace: dict[str, Any] = {"__name__": "docs_factory"}
+    block = marked("model-tools")
+    exec(compile(block.code, str(block), "exec"), namespace)
     return namespace
 
 
@@ -59,7 +60,7 @@ def run(scope: Scope, tools: list[Any], name: str, args: dict[str, Any]) -> Any:
     return asyncio.run(execute_tool_call(call, {t.name: t for t in tools}, context))
 
 
-def test_the_readme_example_lists_the_callers_orders_and_holds_writes_for_approval(
+def test_the_docs_example_lists_the_callers_orders_and_holds_writes_for_approval(
     example: dict[str, Any],
 ) -> None:
     product = Product.objects.create(name="Tea", sku="TEA-1")

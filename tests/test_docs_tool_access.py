@@ -1,15 +1,13 @@
-"""The README's "Tools offered by permission" factory runs as written, through the
+"""The docs' "Tools offered by permission" factory (docs/tools.md) runs as written, through the
 runtime (inline executor, in-memory layer) on the fake provider, for a user who
 holds nothing and for a staff user who holds ``auth.change_user``."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 import types
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,30 +20,23 @@ from sagents_django import services
 from sagents_django.runtime import agent_server
 from sagents_django.runtime.executors import wait_inline
 from sagents_django.scope import Scope
+from tests.docs import marked
 from tests.fakes.openai_server import FakeOpenAIServer, reply, tool_call
 from tests.runtime.follow import follow, no_active_runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-REPO = Path(__file__).resolve().parents[1]
-MODULE = "readme_tool_permissions"
-
-
-def readme_block() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("<!-- readme-test: tool-permissions -->", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.S)
-    assert match, "the tool permissions section has no python block"
-    return match.group(1)
+MODULE = "docs_tool_permissions"
 
 
 @pytest.fixture
 async def site(
     settings: Any, fake_llm: FakeOpenAIServer
 ) -> AsyncIterator[FakeOpenAIServer]:
-    """The README's block as the site's agent factory module."""
+    """The docs' block as the site's agent factory module."""
     module = types.ModuleType(MODULE)
-    exec(compile(readme_block(), f"README.md ({MODULE})", "exec"), module.__dict__)
+    block = marked("tool-permissions")
+    exec(compile(block.code, f"{block} ({MODULE})", "exec"), module.__dict__)
     sys.modules[MODULE] = module
     settings.CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
