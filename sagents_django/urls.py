@@ -23,6 +23,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/send/", chat.send, name="send"),
     path("c/<uuid:conversation_id>/stop/", chat.stop, name="stop"),
     path("c/<uuid:conversation_id>/retry/", chat.retry, name="retry"),
+    path("c/<uuid:conversation_id>/reset/", chat.reset, name="reset"),
     path("c/<uuid:conversation_id>/decide/", approvals.decide, name="decide"),
     path("c/<uuid:conversation_id>/rename/", conversations.rename, name="rename"),
     path("c/<uuid:conversation_id>/delete/", conversations.delete, name="delete"),

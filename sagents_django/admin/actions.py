@@ -2,9 +2,10 @@
 
 Both are gated by ``ConversationAdmin.has_export_permission`` and
 ``has_reset_permission`` (Django offers an action only to users who pass its
-permission checks, and refuses a posted action it did not offer). Reset confirms on an
-intermediate page, as ``delete_selected`` does, and skips conversations with a queued
-or running turn: the turn's next checkpoint would write the old state back.
+permission checks, and refuses a posted action it did not offer). Reset is the
+runtime's (``agent_server.reset``, for the conversation's owner), confirmed on an
+intermediate page as ``delete_selected`` is; it skips conversations with a queued or
+running turn: the turn's next checkpoint would write the old state back.
 """
 
 from __future__ import annotations
@@ -14,20 +15,25 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.db import models, transaction
-from django.db.models import F
+from django.db import models
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils import timezone
 from django.utils.translation import ngettext
 
 from sagents_django.core.serialization import StateSerializer
 from sagents_django.core.state import State
-from sagents_django.models import (
-    AgentRun,
-    AgentState,
-    DisplayMessage,
-)
+from sagents_django.exceptions import NotFound, RunConflict
+from sagents_django.models import AgentRun, AgentState
+from sagents_django.scope import Scope, owned_by_users, owner_field, scope_class
+
+
+def conversation_scope(conversation: Any) -> Scope:
+    """The scope to act for on ``conversation``: its owner's (PermissionError when
+    its owner is not a user the scope can be built for)."""
+    field = owner_field(type(conversation))
+    if field is None or not owned_by_users(type(conversation)):
+        raise PermissionError("the conversation has no user owner to act for")
+    return scope_class().for_user(getattr(conversation, field))
 
 
 def empty_state_envelope() -> dict[str, Any]:
@@ -61,7 +67,7 @@ def export_state(
     return response
 
 
-@admin.action(description="Reset agent state and messages", permissions=["reset"])
+@admin.action(description="Reset the agent", permissions=["reset"])
 def reset_conversations(
     model_admin: admin.ModelAdmin, request: HttpRequest, queryset: models.QuerySet
 ) -> HttpResponse | None:
@@ -95,43 +101,22 @@ def reset_conversations(
 def _reset(
     model_admin: admin.ModelAdmin, request: HttpRequest, queryset: models.QuerySet
 ) -> None:
-    pks = list(queryset.values_list("pk", flat=True))
-    envelope = empty_state_envelope()
+    """Each conversation through ``agent_server.reset`` (the one reset: state
+    cleared, metadata, files and transcript kept, a note in the transcript), for
+    its owner's scope."""
+    from sagents_django.runtime import agent_server
+
     done, skipped = 0, 0
-    with transaction.atomic():
-        # Lock the rows (in pk order, against deadlocks) so no run starts while
-        # its conversation is being emptied.
-        locked = list(
-            model_admin.model._default_manager.select_for_update()
-            .filter(pk__in=pks)
-            .order_by("pk")
-        )
-        busy = set(
-            AgentRun.objects.active()
-            .filter(conversation__in=locked)
-            .values_list("conversation_id", flat=True)
-        )
-        for conversation in locked:
-            if conversation.pk in busy:
-                # A running turn would write its checkpoint over the reset.
-                skipped += 1
-                continue
-            deleted, _ = DisplayMessage.objects.filter(
-                conversation=conversation
-            ).delete()
-            # A new revision: a session that read the old state cannot save over
-            # the reset (its compare-and-set fails).
-            AgentState.objects.filter(conversation=conversation).update(
-                state_data=envelope,
-                revision=F("revision") + 1,
-                updated_at=timezone.now(),
-            )
-            model_admin.log_change(
-                request,
-                conversation,
-                f"Reset the agent state and deleted {deleted} display messages.",
-            )
-            done += 1
+    for conversation in queryset.order_by("pk"):
+        try:
+            agent_server.reset(conversation_scope(conversation), conversation.pk)
+        except (RunConflict, NotFound, PermissionError):
+            # A running turn would write its checkpoint over the reset; a
+            # conversation with no owner to act for cannot be reset here.
+            skipped += 1
+            continue
+        model_admin.log_change(request, conversation, "Reset the agent state.")
+        done += 1
     if done:
         model_admin.message_user(
             request,
@@ -147,8 +132,10 @@ def _reset(
         model_admin.message_user(
             request,
             ngettext(
-                "Skipped %(count)d conversation with a queued or running turn.",
-                "Skipped %(count)d conversations with a queued or running turn.",
+                "Skipped %(count)d conversation with a queued or running turn (or no "
+                "owner to act for).",
+                "Skipped %(count)d conversations with a queued or running turn (or "
+                "no owner to act for).",
                 skipped,
             )
             % {"count": skipped},

@@ -369,4 +369,4 @@ class ConversationAdmin(admin.ModelAdmin):
     def has_reset_permission(self, request: HttpRequest) -> bool:
         return has_model_permission(
             request, AgentState, "change"
-        ) and has_model_permission(request, DisplayMessage, "delete")
+        ) and has_model_permission(request, DisplayMessage, "add")

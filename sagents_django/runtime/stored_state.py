@@ -72,15 +72,32 @@ def update_agent_and_state(scope: Scope, conversation_id: Any, state: State) -> 
     _replace_state(scope, pk, state, "update")
 
 
+RESET_TEXT = "The agent was reset: it starts afresh from here."
+
+
 def reset(scope: Scope, conversation_id: Any) -> None:
-    """Start the conversation's agent afresh: messages, todos and any pending
-    interrupt are cleared, metadata is kept. Files the agent keeps in storage
-    stay (as Sagents keeps persisted files); the transcript people see stays."""
+    """Start the conversation's agent afresh (Sagents' ``AgentServer.reset``):
+    messages, todos and any pending interrupt are cleared, metadata is kept. Files
+    the agent keeps in storage stay (Sagents keeps persisted files; files kept in
+    memory only last a turn here anyway). The transcript people see stays, with a
+    note saying the agent starts afresh. The one reset of the API, the chat page
+    and the admin. ``RunConflict`` while a turn runs."""
     pk = conversation_pk(conversation_id)
     conversation = require(scope, pk)
     state = load_state(scope, conversation)
     fresh = State(agent_id=state.agent_id, metadata=dict(state.metadata))
-    _replace_state(scope, pk, fresh, "reset")
+    with transaction.atomic():
+        _replace_state(scope, pk, fresh, "reset")
+        note = services.append_display_message(
+            scope,
+            pk,
+            message_type="system",
+            content_type="notification",
+            content={"text": RESET_TEXT, "reason": "reset"},
+        )
+    after_commit(
+        pk, "display_message_saved", {"display_message": display_message_json(note)}
+    )
     after_commit(pk, "agent_state_update", {"reason": "reset"})
 
 

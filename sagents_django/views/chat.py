@@ -8,8 +8,9 @@ exactly once whichever way it came.
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 
@@ -20,7 +21,7 @@ from sagents_django.runtime import agent_server
 from sagents_django.security import csp
 from sagents_django.ui.context import Chat
 
-from .common import done, owned
+from .common import done, owned, page_url
 
 
 def _cursor(request: HttpRequest) -> int | str | None:
@@ -96,6 +97,21 @@ def stop(request: HttpRequest, conversation_id: str) -> HttpResponse:
     scope, found = owned(request, conversation_id)
     agent_server.cancel(scope, found.pk)
     return done(request, found, status=204)
+
+
+@csp
+@login_required
+@require_POST
+def reset(request: HttpRequest, conversation_id: str) -> HttpResponse:
+    """Start the agent afresh (``agent_server.reset``): what it remembers, its plan
+    and a pending approval are cleared; the transcript stays, with a note. A plain
+    form: the page reloads with the cleared panels."""
+    scope, found = owned(request, conversation_id)
+    try:
+        agent_server.reset(scope, found.pk)
+    except (RunConflict, Conflict) as exc:
+        messages.error(request, str(exc), fail_silently=True)
+    return HttpResponseRedirect(page_url(found))
 
 
 @csp

@@ -599,29 +599,37 @@ def test_reset_asks_for_confirmation_before_changing_anything(
     assert DisplayMessage.objects.filter(conversation=conversation).count() == 6
 
 
-def test_confirmed_reset_empties_state_and_messages_of_only_the_selected(
+def test_confirmed_reset_is_the_runtimes_reset_of_only_the_selected(
     superuser_client: Client, owner: User
 ) -> None:
     target = make_conversation(owner, "Target", messages=chat_messages())
     bystander = make_conversation(owner, "Bystander", messages=chat_messages())
     bystander_state = AgentState.objects.get(conversation=bystander).state_data
+    before = StateSerializer.deserialize_server_state(
+        None, AgentState.objects.get(conversation=target).state_data
+    )
 
     response = post_action(
         superuser_client, "reset_conversations", [target], post="yes"
     )
 
     assert response.status_code == 302
-    assert not DisplayMessage.objects.filter(conversation=target).exists()
     state = StateSerializer.deserialize_server_state(
         None, AgentState.objects.get(conversation=target).state_data
     )
-    assert (state.messages, state.todos, state.metadata) == ([], [], {})
+    # agent_server.reset: what the agent remembers goes, its metadata stays, and the
+    # transcript keeps its rows with a note after them.
+    assert (state.messages, state.todos) == ([], [])
+    assert state.metadata == before.metadata
+    rows = list(DisplayMessage.objects.filter(conversation=target).order_by("pk"))
+    assert len(rows) == 7
+    assert (rows[-1].message_type, rows[-1].content_type) == ("system", "notification")
     assert DisplayMessage.objects.filter(conversation=bystander).count() == 6
     assert AgentState.objects.get(conversation=bystander).state_data == bystander_state
     assert Conversation.objects.filter(pk=target.pk).exists()
     entry = LogEntry.objects.get(object_id=str(target.pk))
     assert entry.action_flag == CHANGE
-    assert "deleted 6 display messages" in entry.get_change_message()
+    assert entry.get_change_message() == "Reset the agent state."
 
 
 def test_reset_skips_a_conversation_with_a_running_turn(
@@ -636,9 +644,10 @@ def test_reset_skips_a_conversation_with_a_running_turn(
     assert DisplayMessage.objects.filter(conversation=busy).count() == 6
     assert not LogEntry.objects.exists()
     response = superuser_client.get(changelist_url(Conversation))
-    assert "Skipped 1 conversation with a queued or running turn." in [
-        str(m) for m in response.context["messages"]
-    ]
+    assert (
+        "Skipped 1 conversation with a queued or running turn (or no owner to act "
+        "for)." in [str(m) for m in response.context["messages"]]
+    )
 
 
 # Who may do what ----------------------------------------------------------------------
@@ -700,7 +709,7 @@ def test_export_and_reset_follow_the_state_and_message_permissions(
     actions = {
         name for name, _ in response.context["action_form"].fields["action"].choices
     }
-    # Reset also deletes display messages, which this user may not do.
+    # Reset also adds a note to the transcript, which this user may not do.
     assert actions == {"", "export_state"}
 
 

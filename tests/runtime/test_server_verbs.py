@@ -63,6 +63,45 @@ async def test_export_restore_and_reset(site: Any) -> None:
     info = await agent_server.aget_info(scope, conversation.pk)
     assert info["state"].messages == []
     assert await agent_server.aget_status(scope, conversation.pk) == "idle"
+    # The transcript stays, with a note that the agent starts afresh; the page
+    # hears of it.
+    note = await follower.until("display_message_saved")
+    assert note["data"]["display_message"]["content"]["reason"] == "reset"
+    rows = await sync_to_async(list)(
+        DisplayMessage.objects.filter(conversation=conversation.pk).order_by("pk")
+    )
+    assert [r.content.get("text") for r in rows][:2] == ["remember me", "Remembered."]
+    assert rows[-1].content_type == "notification"
+
+
+async def test_the_chat_pages_reset_is_the_verbs(site: Any) -> None:
+    from django.test import Client
+    from django.urls import reverse
+
+    site.script(reply("Remembered."))
+    scope, conversation = await new_conversation()
+    other, _ = await new_conversation("bob")
+    follower = await follow(scope, conversation.pk)
+    await agent_server.aadd_message(scope, conversation.pk, "remember me")
+    await follower.until("run_finished")
+    url = reverse("sagents_django:reset", args=[conversation.pk])
+
+    def post(user: Any, method: str = "post") -> Any:
+        client = Client()
+        client.force_login(user)
+        return getattr(client, method)(url)
+
+    assert (await sync_to_async(post)(other.user)).status_code == 404
+    assert (await sync_to_async(post)(scope.user, "get")).status_code == 405
+    response = await sync_to_async(post)(scope.user)
+
+    assert response.status_code == 302
+    info = await agent_server.aget_info(scope, conversation.pk)
+    assert info["state"].messages == []
+    page = await sync_to_async(Client)()
+    await sync_to_async(page.force_login)(scope.user)
+    html = (await sync_to_async(page.get)(response["Location"])).content.decode()
+    assert "The agent was reset: it starts afresh from here." in html
 
 
 @pytest.mark.parametrize(
