@@ -7,7 +7,8 @@ fails ``manage.py check`` instead of every turn:
 - E002 MODEL, E003 MODEL_PARAMS, E004 EXECUTOR, E005 FALLBACK_MODELS,
   E009 MAX_STATE_BYTES: a value of the wrong type or outside its closed set
 - E006 SCOPE is not a dotted path, E007 it cannot be imported, E008 it does not
-  name a scope class (one with ``from_request``)
+  name a scope class (a subclass of ``sagents_django.scope.Scope``: the runtime
+  refuses any other scope)
 - E010 FACTORY, E011 DOUBLE_TEXT, E025 WHILE_APPROVAL_PENDING, E012 MAX_QUEUED_ROUNDS, E013 INACTIVITY_TIMEOUT,
   E014 DELTA_WINDOW_MS, E016 DATABASE_THREADS: a value of the wrong type or outside its closed set
 - E020 HEARTBEAT_SECONDS, E021 LEASE_SECONDS, E022 SWEEP_SECONDS, E023 MAX_ATTEMPTS:
@@ -226,13 +227,13 @@ def _check_scope_class(path: str) -> list[checks.CheckMessage]:
                 id="sagents_django.E007",
             )
         ]
-    if not isinstance(scope_class, type) or not callable(
-        getattr(scope_class, "from_request", None)
-    ):
+    from sagents_django.scope import Scope
+
+    if not isinstance(scope_class, type) or not issubclass(scope_class, Scope):
         return [
             checks.Error(
                 f"SAGENTS['SCOPE'] names {path!r}, which is not a scope class "
-                f"(a class with from_request()), but {scope_class!r}.",
+                f"(a subclass of sagents_django.scope.Scope), but {scope_class!r}.",
                 hint="Subclass sagents_django.scope.Scope and name that class.",
                 id="sagents_django.E008",
             )
@@ -247,7 +248,12 @@ def check_scope_resolves_owner(**kwargs: Any) -> list[checks.CheckMessage]:
     is another check's business."""
     from django.utils.module_loading import import_string
 
-    from sagents_django.scope import Scope, conversation_model, owned_by_users
+    from sagents_django.scope import (
+        Scope,
+        conversation_model,
+        decides_owners,
+        owned_by_users,
+    )
 
     try:
         cls = import_string(conf.get("SCOPE"))
@@ -256,7 +262,7 @@ def check_scope_resolves_owner(**kwargs: Any) -> list[checks.CheckMessage]:
         return []
     if not (isinstance(cls, type) and issubclass(cls, Scope)):
         return []  # a scope of the host's own design: it answers for itself
-    if owned_by_users(model) or _resolves_owner(cls):
+    if owned_by_users(model) or decides_owners(cls):
         return []
     field = getattr(model, "OWNER_FIELD", None)
     return [
@@ -271,20 +277,6 @@ def check_scope_resolves_owner(**kwargs: Any) -> list[checks.CheckMessage]:
             id="sagents_django.E100",
         )
     ]
-
-
-def _resolves_owner(cls: type) -> bool:
-    """Whether a Scope subclass decides owners itself: it overrides
-    ``resolve_owner``, or ``for_user``, which both ``from_request`` and
-    ``from_dict`` (a worker's rebuilt scope) go through."""
-    from sagents_django.scope import Scope
-
-    for klass in cls.__mro__:
-        if klass is Scope:
-            return False
-        if {"resolve_owner", "for_user"} & set(vars(klass)):
-            return True
-    return False
 
 
 def check_channel_layer(**kwargs: Any) -> list[checks.CheckMessage]:

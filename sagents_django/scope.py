@@ -23,7 +23,8 @@ A site whose conversations belong to a team overrides that one method::
 
     SAGENTS = {"SCOPE": "myapp.scope.TeamScope"}
 
-The protocol a host's scope class follows (subclass ``Scope`` or write your own)::
+What the app calls on a scope (a host's scope class subclasses ``Scope``: the
+runtime refuses any other, and system check E008 says so)::
 
     from_request(request) -> scope          classmethod; what get_scope() calls
     filter_conversations(queryset) -> qs     the conversations this scope owns
@@ -226,6 +227,19 @@ def _short(value: Any, limit: int = 80) -> str:
     except ValueError:  # an int too long to print
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def decides_owners(cls: type[Scope]) -> bool:
+    """Whether a Scope subclass decides owners itself: it overrides
+    ``resolve_owner``, or ``for_user``, which both ``from_request`` and
+    ``from_dict`` (a worker's rebuilt scope) go through. ``Scope`` itself does not:
+    it knows only users."""
+    for klass in cls.__mro__:
+        if klass is Scope:
+            return False
+        if {"resolve_owner", "for_user"} & set(vars(klass)):
+            return True
+    return False
 
 
 def scope_class() -> type[Scope]:

@@ -220,12 +220,20 @@ def test_a_scope_module_that_raises_while_importing_fails_e007(
     assert "settings typo in the host's scope module" in message.msg
 
 
+class LooksLikeAScope:
+    @classmethod
+    def from_request(cls, request: Any) -> LooksLikeAScope:
+        return cls()
+
+
 @pytest.mark.parametrize(
     "path",
     [
         "sagents_django.scope.get_scope",  # a function
         "sagents_django.conf.DEFAULTS",  # a value
         "collections.OrderedDict",  # a class that is no scope
+        # Scope's methods without Scope: the runtime refuses it (InvalidInput).
+        "tests.test_checks.LooksLikeAScope",
     ],
 )
 def test_a_scope_path_naming_no_scope_class_fails_e008(path: str) -> None:

@@ -35,19 +35,18 @@ from __future__ import annotations
 
 from asyncio import CancelledError
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
+from sagents_django import services
 from sagents_django.conf import sagents_settings
 from sagents_django.core import InvalidResume, Message, State
 from sagents_django.core.approvals import interrupt_from_dict
 from sagents_django.exceptions import NotFound
 from sagents_django.runtime import RunOutcome, agent_server
 from sagents_django.scope import Scope
-
-from .conversations import get_conversation
 
 if TYPE_CHECKING:
     from sagents_django.models import Conversation
@@ -79,9 +78,12 @@ def start_conversation_session(
             f'SAGENTS["FACTORY"] is not set: add "FACTORY": "{FACTORY}" to the '
             "SAGENTS of your settings"
         )
-    conversation = get_conversation(scope, conversation_id)
-    if conversation is None:
+    found = services.get_conversation(scope, conversation_id)
+    if found is None:
         raise NotFound("conversation", str(conversation_id))
+    # The service returns the active conversation model typed as its abstract base;
+    # the cast names this site's model for type checkers (nothing runs).
+    conversation = cast("Conversation", found)
     session = Session(
         conversation=conversation, scope=scope, filesystem_scope=filesystem_scope
     )

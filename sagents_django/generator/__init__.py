@@ -71,7 +71,6 @@ def render(options: SetupOptions) -> dict[str, str]:
     base = options.target.replace(".", "/")
     files = {
         f"{base}/__init__.py": _render("package_init", context),
-        f"{base}/conversations.py": _render("conversations", context),
         module_file(options.factory): _render("factory", context),
         module_file(options.coordinator): _render("coordinator", context),
         f"{base}/agent_persistence.py": _render("agent_persistence", context),
@@ -109,8 +108,8 @@ def settings_lines(options: SetupOptions) -> list[str]:
             f"{options.target}.display_message_persistence.DisplayMessagePersistence"
         ),
     }
-    if options.scope != DEFAULT_SCOPE:
-        keys["SCOPE"] = options.scope
+    if options.site_scope != DEFAULT_SCOPE:
+        keys["SCOPE"] = options.site_scope
     lines += [f"SAGENTS[{_quote(k)}] = {_quote(v)}" for k, v in keys.items()]
     return lines
 
@@ -142,16 +141,24 @@ def _template(name: str) -> Any:
 
 
 def _context(options: SetupOptions) -> dict[str, Any]:
-    scope_module, _, scope_class = options.scope.rpartition(".")
+    scope_module, _, scope_class = options.site_scope.rpartition(".")
     target = options.target
-    # The host's class is imported as ``Scope`` whatever its name: the generated code
+    # The site's class is imported as ``Scope`` whatever its name: the generated code
     # reads the same, and line lengths (so ruff's formatting) do not depend on it.
     scope_name = scope_class if scope_class == "Scope" else f"{scope_class} as Scope"
-    # The generated scope module is the host's own (imported as the package's other
-    # modules are); any other scope class is first-party code.
+    # The generated scope module is the package's own (imported as its other modules
+    # are); any other scope class is first-party code.
     scope: list[tuple[str, list[str]]] = []
     host_scope: list[tuple[str, list[str]]] = []
     (host_scope if options.writes_scope else scope).append((scope_module, [scope_name]))
+    # A generated scope subclasses the --scope class (imported under another name
+    # when the two share one).
+    base_module, _, base_name = options.scope.rpartition(".")
+    base_import = base_name
+    if base_name == scope_class and options.writes_scope:
+        base_name = f"Base{base_name}"
+        base_import = f"{base_import} as {base_name}"
+    base = [(base_module, [base_import])]
     conversation = (
         (f"{target}.models", ["Conversation"])
         if options.needs_models
@@ -165,8 +172,11 @@ def _context(options: SetupOptions) -> dict[str, Any]:
         "factory": options.factory,
         "coordinator": options.coordinator,
         "app_label": options.app_label,
-        "scope": options.scope,
+        "scope": options.site_scope,
         "scope_class": scope_class,
+        "scope_base": base_name,
+        "base_scope": "" if options.scope == DEFAULT_SCOPE else options.scope,
+        "scope_imports": import_sections(f"{target}.scope", first_party=base),
         "owner_class": options.owner_class,
         "owner_label": options.owner_model,
         "has_owner": options.has_owner,
@@ -185,25 +195,10 @@ def _context(options: SetupOptions) -> dict[str, Any]:
         ),
         "owner_dependency": _dependency(options),
         "needs_models": options.needs_models,
+        "writes_scope": options.writes_scope,
         "conversation_model": options.conversation_model,
-        "table": f"{options.table_prefix}conversations",
+        "table": options.conversation_table,
         "index_name": _index_name(options.table_prefix, options.owner_field or ""),
-        "conversations_imports": import_sections(
-            f"{target}.conversations",
-            stdlib=[("typing", ["TYPE_CHECKING", "Any", "cast"])],
-            first_party=[("sagents_django", ["services"]), *scope],
-            host=host_scope,
-        ),
-        "conversations_type_imports": import_sections(
-            f"{target}.conversations",
-            first_party=[
-                ("sagents_django.core", ["Todo"]),
-                ("sagents_django.models", ["DisplayMessage"]),
-                ("sagents_django.services", ["SearchResult"]),
-            ],
-            host=[conversation],
-            indent="    ",
-        ),
         "factory_imports": import_sections(
             options.factory,
             stdlib=[("typing", ["Any"])],
@@ -231,13 +226,14 @@ def _context(options: SetupOptions) -> dict[str, Any]:
             stdlib=[
                 ("asyncio", ["CancelledError"]),
                 ("dataclasses", ["dataclass", "field"]),
-                ("typing", ["TYPE_CHECKING", "Any"]),
+                ("typing", ["TYPE_CHECKING", "Any", "cast"]),
             ],
             third_party=[
                 ("asgiref.sync", ["sync_to_async"]),
                 ("django.core.exceptions", ["ImproperlyConfigured"]),
             ],
             first_party=[
+                ("sagents_django", ["services"]),
                 ("sagents_django.conf", ["sagents_settings"]),
                 ("sagents_django.core", ["InvalidResume", "Message", "State"]),
                 ("sagents_django.core.approvals", ["interrupt_from_dict"]),
@@ -245,10 +241,7 @@ def _context(options: SetupOptions) -> dict[str, Any]:
                 ("sagents_django.runtime", ["RunOutcome", "agent_server"]),
                 *scope,
             ],
-            host=[
-                (f"{target}.conversations", ["get_conversation"]),
-                *host_scope,
-            ],
+            host=host_scope,
         ),
         "coordinator_type_imports": import_sections(
             options.coordinator, host=[conversation], indent="    "
@@ -260,7 +253,7 @@ def command_line(options: SetupOptions) -> str:
     """The command that generates these files (options left at default omitted)."""
     parts = ["manage.py sagents_setup", options.target]
     defaults = SetupOptions(target=options.target)
-    if options.scope != defaults.scope and not options.writes_scope:
+    if options.scope != defaults.scope:
         parts.append(f"--scope {options.scope}")
     if options.owner_type != "user":
         parts.append(f"--owner-type {options.owner_type}")

@@ -52,7 +52,12 @@ class SetupOptions:
     target: str
     """Dotted path of the package to write, e.g. ``"project.agents"``."""
     scope: str = DEFAULT_SCOPE
-    """Dotted path of the host's Scope class."""
+    """Dotted path of the site's Scope class (``--scope``): a subclass of
+    ``sagents_django.scope.Scope``, which every path of the app is given."""
+    scope_resolves_owner: bool = False
+    """Whether that class decides owners itself (it overrides ``resolve_owner`` or
+    ``for_user``); the command finds out by importing it. ``Scope`` does not: it
+    knows only users."""
     owner_type: OwnerType = "user"
     owner_field: str | None = "user"
     """The owner foreign key's field name (None when ``owner_type`` is ``none``)."""
@@ -74,10 +79,6 @@ class SetupOptions:
             object.__setattr__(self, "factory", f"{self.target}.factory")
         if not self.coordinator:
             object.__setattr__(self, "coordinator", f"{self.target}.coordinator")
-        if self.scope == DEFAULT_SCOPE and self.generated_scope:
-            # The default Scope refuses an owner that is not the user: such a site
-            # gets a Scope subclass of its own to fill in.
-            object.__setattr__(self, "scope", self.generated_scope)
 
     @property
     def app_label(self) -> str:
@@ -110,16 +111,24 @@ class SetupOptions:
 
     @property
     def generated_scope(self) -> str | None:
-        """The Scope subclass the generator writes for an owner that is not the
-        user (``<target>.scope.TeamScope``), else None."""
-        if self.owner_class is None:
+        """The Scope subclass the generator writes (``<target>.scope.TeamScope``),
+        else None: for an owner that is not the user when the ``--scope`` class
+        cannot resolve it (Sagents' generated ``scope_query``, the one place that
+        says which owner a scope stands for). It subclasses the ``--scope`` class."""
+        if self.owner_class is None or self.scope_resolves_owner:
             return None
         return f"{self.target}.scope.{self.owner_class}Scope"
 
     @property
     def writes_scope(self) -> bool:
-        """Whether the generated Scope subclass is the scope (no ``--scope`` given)."""
-        return self.generated_scope is not None and self.scope == self.generated_scope
+        """Whether the generator writes ``<target>/scope.py``."""
+        return self.generated_scope is not None
+
+    @property
+    def site_scope(self) -> str:
+        """The scope class of the site, as ``SAGENTS["SCOPE"]`` names it: the
+        generated subclass when there is one, else the ``--scope`` class."""
+        return self.generated_scope or self.scope
 
     @property
     def migration_file(self) -> str | None:
@@ -127,6 +136,12 @@ class SetupOptions:
         if not self.needs_models:
             return None
         return f"{self.target.replace('.', '/')}/migrations/{MIGRATION}.py"
+
+    @property
+    def conversation_table(self) -> str:
+        """The generated conversation model's table: the one table the generated app
+        creates (sagents_django's own tables keep their names)."""
+        return f"{self.table_prefix}conversations"
 
     @property
     def conversation_model(self) -> str:
@@ -163,6 +178,15 @@ def check_options(options: SetupOptions) -> None:
         raise InvalidOption(
             f"--scope {options.scope!r} must name a class in a module, "
             "e.g. myapp.scope.Scope"
+        )
+    if options.writes_scope and options.scope.rpartition(".")[0] == (
+        f"{options.target}.scope"
+    ):
+        raise InvalidOption(
+            f"--scope {options.scope!r} is in {options.target.replace('.', '/')}"
+            f"/scope.py, where the generator writes a subclass of it that resolves "
+            f"the {options.owner_class}; name a class of another module, or one "
+            "that overrides resolve_owner"
         )
     check_module_path(options.factory, what="--factory")
     check_module_path(options.coordinator, what="--coordinator")
@@ -224,7 +248,6 @@ def package_files(options: SetupOptions) -> list[str]:
     base = options.target.replace(".", "/")
     files = [
         "__init__.py",
-        "conversations.py",
         "agent_persistence.py",
         "display_message_persistence.py",
     ]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from django.db import DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.migrations.recorder import MigrationRecorder
 
 from .options import InvalidOption
@@ -135,11 +136,35 @@ def plan(
     return Plan(actions=actions, notes=notes)
 
 
+def check_table_free(table: str, migration: tuple[str, str], *, option: str) -> None:
+    """InvalidOption when ``table`` exists in a database where ``migration``, which
+    creates it, is not applied: another app's table, on which ``migrate`` would
+    fail. A database that cannot answer is left to ``migrate``."""
+    for alias in connections:
+        connection = connections[alias]
+        if not _exists(connection):
+            continue
+        try:
+            if table not in connection.introspection.table_names():
+                continue
+            if migration in MigrationRecorder(connection).applied_migrations():
+                continue
+        except DatabaseError:
+            continue
+        raise InvalidOption(
+            f"{option}: the table {table!r} already exists in the {alias!r} "
+            f"database, where {'.'.join(migration)}, which creates it, is not "
+            "applied (migrate would fail there); choose another prefix"
+        )
+
+
 def applied_in(migration: tuple[str, str]) -> str:
     """Why ``migration`` must be kept ("" when no database has applied it): it is
     applied in a database, or a database could not be asked (then it is kept too:
     rewriting an applied migration breaks that database's history)."""
     for alias in connections:
+        if not _exists(connections[alias]):
+            continue
         recorder = MigrationRecorder(connections[alias])
         try:
             if recorder.has_table() and migration in recorder.applied_migrations():
@@ -150,3 +175,14 @@ def applied_in(migration: tuple[str, str]) -> str:
                 f"the {alias!r} database could not say whether it is applied ({reason})"
             )
     return ""
+
+
+def _exists(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the database exists, asked without creating it: connecting to a
+    SQLite file that is not there would create it (a dry run writes nothing)."""
+    if connection.vendor != "sqlite":
+        return True
+    name = str(connection.settings_dict["NAME"] or "")
+    if name == ":memory:" or name.startswith("file:"):
+        return True
+    return Path(name).exists()

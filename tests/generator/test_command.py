@@ -13,12 +13,16 @@ from django.db import connection
 from django.db.migrations.recorder import MigrationRecorder
 
 from sagents_django.management.commands import sagents_setup
+from sagents_django.scope import Scope
 
 from .helpers import REPO, ruff_problems
 
+# The command asks the databases whether a migration is applied and whether the
+# conversation table is free, as it does on a site.
+pytestmark = pytest.mark.django_db
+
 GENERATED = (
     "__init__.py",
-    "conversations.py",
     "factory.py",
     "coordinator.py",
     "agent_persistence.py",
@@ -56,7 +60,7 @@ def test_the_default_run_writes_the_modules_and_says_what_to_do_next(
     out = setup("project.agents", base_dir=str(tmp_path))
 
     assert written(tmp_path) == sorted(f"project/agents/{n}" for n in GENERATED)
-    assert f"Wrote 6 files in {tmp_path}:" in out
+    assert f"Wrote 5 files in {tmp_path}:" in out
     assert "  project/agents/coordinator.py\n" in out
     assert 'SAGENTS["FACTORY"] = "project.agents.factory.build_agent"' in out
     assert 'path("", include("sagents_django.urls")),' in out
@@ -87,7 +91,7 @@ def test_a_dry_run_prints_what_it_would_write_and_writes_nothing(
     out = setup("project.agents", base_dir=str(tmp_path), dry_run=True)
 
     assert written(tmp_path) == []
-    assert f"Dry run: would write 6 files in {tmp_path}:" in out
+    assert f"Dry run: would write 5 files in {tmp_path}:" in out
     assert "  project/agents/factory.py\n" in out
     assert "def build_agent(" not in out
 
@@ -103,7 +107,7 @@ def test_verbosity_zero_writes_silently(tmp_path: Path) -> None:
     out = setup("project.agents", base_dir=str(tmp_path), verbosity=0)
 
     assert out == ""
-    assert len(written(tmp_path)) == 6
+    assert len(written(tmp_path)) == 5
 
 
 def test_an_existing_file_stops_the_run_before_anything_is_written(
@@ -138,7 +142,7 @@ def test_a_dry_run_over_existing_files_says_what_it_would_overwrite(
         "  project/agents/factory.py (exists: only --force would overwrite it)" in out
     )
     assert (
-        "Without --force the run would stop and write nothing: 6 of these files exist."
+        "Without --force the run would stop and write nothing: 5 of these files exist."
         in out
     )
     assert "  project/agents/factory.py (would overwrite)" in forced
@@ -158,7 +162,6 @@ def test_force_overwrites_existing_files(tmp_path: Path) -> None:
     assert "  project/agents/factory.py (overwritten)" in out
 
 
-@pytest.mark.django_db
 def test_force_never_rewrites_a_migration_a_database_has_applied(
     tmp_path: Path,
 ) -> None:
@@ -182,11 +185,10 @@ def test_force_never_rewrites_a_migration_a_database_has_applied(
     note = "applied in the 'default' database"
     assert f"  hostsite/chat/migrations/0001_initial.py (would keep: {note})" in dry
     assert f"  hostsite/chat/migrations/0001_initial.py (kept: {note})" in out
-    assert f"Wrote 9 files in {tmp_path}:" in out  # 10 generated, 1 kept
+    assert f"Wrote 8 files in {tmp_path}:" in out  # 9 generated, 1 kept
     assert "run `manage.py makemigrations chat`" in out
 
 
-@pytest.mark.django_db
 def test_force_rewrites_a_migration_no_database_has_applied(tmp_path: Path) -> None:
     setup("hostsite.chat", base_dir=str(tmp_path), table_prefix="ai_")
     migration = tmp_path / "hostsite" / "chat" / "migrations" / "0001_initial.py"
@@ -235,17 +237,23 @@ def test_naming_the_user_model_explicitly_is_the_default(tmp_path: Path) -> None
     out = setup("project.agents", base_dir=str(tmp_path), owner_model="auth.user")
 
     assert 'SAGENTS["FACTORY"] = "project.agents.factory.build_agent"' in out
-    assert len(written(tmp_path)) == 6
+    assert len(written(tmp_path)) == 5
 
 
-def test_a_team_owner_gets_a_scope_to_fill_in_and_an_admin(tmp_path: Path) -> None:
-    # auth.Group stands in for a team model: any installed model with migrations.
-    out = setup(
+def group_site(tmp_path: Path, **options: Any) -> str:
+    """A site whose conversations belong to groups: auth.Group stands in for a team
+    model (any installed model with migrations)."""
+    return setup(
         "hostsite.agents",
         base_dir=str(tmp_path),
         owner_type="team",
         owner_model="auth.Group",
+        **options,
     )
+
+
+def test_a_team_owner_gets_a_scope_to_fill_in_and_an_admin(tmp_path: Path) -> None:
+    out = group_site(tmp_path)
 
     package = tmp_path / "hostsite" / "agents"
     migration = (package / "migrations" / "0001_initial.py").read_text()
@@ -264,7 +272,7 @@ def test_a_team_owner_gets_a_scope_to_fill_in_and_an_admin(tmp_path: Path) -> No
     assert "Then fill in GroupScope.resolve_owner in hostsite/agents/scope.py" in out
     assert (
         "from .scope import GroupScope as Scope"
-        in (package / "conversations.py").read_text()
+        in (package / "coordinator.py").read_text()
     )
     assert "--scope" not in scope  # the command line it records needs none
     assert ruff_problems(tmp_path, written(tmp_path)) == ""
@@ -273,17 +281,108 @@ def test_a_team_owner_gets_a_scope_to_fill_in_and_an_admin(tmp_path: Path) -> No
 def test_a_team_owner_with_a_scope_of_its_own_gets_no_scope_module(
     tmp_path: Path,
 ) -> None:
-    out = setup(
-        "hostsite.agents",
-        base_dir=str(tmp_path),
-        owner_type="team",
-        owner_model="auth.Group",
-        scope="tests.django.test_one_statement.ResolvingScope",
-    )
+    out = group_site(tmp_path, scope="tests.django.test_one_statement.ResolvingScope")
 
     assert not (tmp_path / "hostsite" / "agents" / "scope.py").exists()
     assert 'SAGENTS["SCOPE"] = "tests.django.test_one_statement.ResolvingScope"' in out
     assert "fill in" not in out
+
+
+class SiteScope(Scope):
+    """A site's own scope that leaves owners to Scope (it knows only users)."""
+
+
+class NotAScope:
+    """Scope's methods without Scope."""
+
+    @classmethod
+    def from_request(cls, request: Any) -> NotAScope:
+        return cls()
+
+
+def test_a_team_owner_with_a_scope_that_cannot_resolve_it_gets_a_subclass_to_fill_in(
+    tmp_path: Path,
+) -> None:
+    # Sagents' --scope names the site's scope, and the generated code derives the
+    # owner from it; here the generated subclass is that one place.
+    out = group_site(tmp_path, scope="tests.generator.test_command.SiteScope")
+
+    package = tmp_path / "hostsite" / "agents"
+    scope = (package / "scope.py").read_text()
+    assert "from tests.generator.test_command import SiteScope\n" in scope
+    assert "class GroupScope(SiteScope):\n" in scope
+    assert (
+        "It extends\n``tests.generator.test_command.SiteScope`` (``--scope``)" in scope
+    )
+    assert 'SAGENTS["SCOPE"] = "hostsite.agents.scope.GroupScope"' in out
+    assert "Then fill in GroupScope.resolve_owner in hostsite/agents/scope.py" in out
+    # Regenerating records the --scope it was given.
+    assert "--scope tests.generator.test_command.SiteScope" in scope
+    assert ruff_problems(tmp_path, written(tmp_path)) == ""
+
+
+def test_a_scope_module_that_raises_while_importing_is_one_error_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_site_scope.py").write_text("raise RuntimeError('typo')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    with pytest.raises(CommandError) as caught:
+        setup(
+            "project.agents",
+            base_dir=str(tmp_path),
+            scope="broken_site_scope.SiteScope",
+        )
+
+    assert str(caught.value) == (
+        "--scope 'broken_site_scope.SiteScope': its module failed to import: "
+        "RuntimeError: typo"
+    )
+    assert written(tmp_path) == ["broken_site_scope.py"]
+
+
+def test_a_user_owned_site_takes_its_scope_as_it_is(tmp_path: Path) -> None:
+    out = setup(
+        "project.agents",
+        base_dir=str(tmp_path),
+        scope="tests.generator.test_command.SiteScope",
+    )
+
+    assert not (tmp_path / "project" / "agents" / "scope.py").exists()
+    assert 'SAGENTS["SCOPE"] = "tests.generator.test_command.SiteScope"' in out
+    coordinator = (tmp_path / "project" / "agents" / "coordinator.py").read_text()
+    assert "from tests.generator.test_command import SiteScope as Scope\n" in (
+        coordinator
+    )
+
+
+def test_a_prefix_whose_table_exists_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE taken_conversations (id integer)")
+
+    with pytest.raises(CommandError) as caught:
+        setup("hostsite.chat", base_dir=str(tmp_path), table_prefix="taken_")
+
+    assert str(caught.value) == (
+        "--table-prefix taken_: the table 'taken_conversations' already exists in "
+        "the 'default' database, where chat.0001_initial, which creates it, is not "
+        "applied (migrate would fail there); choose another prefix"
+    )
+    assert written(tmp_path) == []
+
+
+def test_a_prefix_whose_table_this_apps_migration_made_is_regenerated(
+    tmp_path: Path,
+) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE ours_conversations (id integer)")
+    MigrationRecorder(connection).record_applied("chat", "0001_initial")
+
+    out = setup("hostsite.chat", base_dir=str(tmp_path), table_prefix="ours_")
+
+    assert f"Wrote 9 files in {tmp_path}:" in out
 
 
 @pytest.mark.parametrize(
@@ -346,6 +445,25 @@ def test_a_team_owner_with_a_scope_of_its_own_gets_no_scope_module(
             ["project.agents"],
             {"scope": "sagents_django.scope.get_scope"},
             "--scope 'sagents_django.scope.get_scope' is not a class",
+        ),
+        (
+            ["project.agents"],
+            {"scope": "tests.generator.test_command.NotAScope"},
+            "--scope 'tests.generator.test_command.NotAScope' is not a subclass of "
+            "sagents_django.scope.Scope, which every path of the app (pages, "
+            "socket, runtime) takes",
+        ),
+        (
+            ["project.agents"],
+            {"scope": "collections.OrderedDict"},
+            "--scope 'collections.OrderedDict' is not a subclass of "
+            "sagents_django.scope.Scope, which every path of the app (pages, "
+            "socket, runtime) takes",
+        ),
+        (
+            ["project.agents"],
+            {"scope": "Scope"},
+            "--scope 'Scope' must name a class in a module, e.g. myapp.scope.Scope",
         ),
         (
             ["project.agents"],

@@ -21,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from project.agents import conversations, factory
+from project.agents import factory
 from project.agents.coordinator import start_conversation_session
 from sagents_django import services, signals
 from sagents_django.core import InvalidResume
@@ -67,16 +67,16 @@ def scope(db: None) -> Scope:
 
 @pytest.fixture
 def conversation(scope: Scope) -> Any:
-    return conversations.create_conversation(scope, title="Offsite")
+    return services.create_conversation(scope, title="Offsite")
 
 
 def stored_roles(scope: Scope, conversation: Any) -> list[str]:
-    stored = conversations.load_agent_state(scope, conversation.pk)
+    stored = services.load_agent_state(scope, conversation.pk)
     return [m["role"] for m in stored["state"]["messages"]] if stored else []
 
 
 def stored_texts(scope: Scope, conversation: Any) -> list[str]:
-    stored = conversations.load_agent_state(scope, conversation.pk)
+    stored = services.load_agent_state(scope, conversation.pk)
     texts = []
     for message in stored["state"]["messages"]:
         for part in message.get("content") or []:
@@ -431,9 +431,7 @@ def test_a_state_written_by_someone_else_during_a_turn_is_not_overwritten(
         turn = asyncio.ensure_future(session.arun_turn("Message A"))
         while not fake_model.requests:  # the user's message is saved by then
             await asyncio.sleep(0.01)
-        stored = await sync_to_async(conversations.load_agent_state)(
-            scope, conversation.pk
-        )
+        stored = await sync_to_async(services.load_agent_state)(scope, conversation.pk)
         stored["state"]["metadata"] = {"imported": True}
         await sync_to_async(services.save_agent_state)(scope, conversation.pk, stored)
         return await turn
@@ -442,7 +440,7 @@ def test_a_state_written_by_someone_else_during_a_turn_is_not_overwritten(
 
     assert result.status == "error"
     assert result.error == NOT_SAVED
-    state = conversations.load_agent_state(scope, conversation.pk)["state"]
+    state = services.load_agent_state(scope, conversation.pk)["state"]
     assert state["metadata"] == {"imported": True}
     assert session.state.metadata == {"imported": True}  # reloaded
     assert PersistenceFailure.objects.get(conversation=conversation).error_type == (

@@ -10,7 +10,6 @@ tests commit for real.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 
-from project.agents import conversations, factory
+from project.agents import factory
 from project.agents.coordinator import (
     astart_conversation_session,
     start_conversation_session,
@@ -76,11 +75,11 @@ def scope(db: None) -> Scope:
 
 @pytest.fixture
 def conversation(scope: Scope) -> Any:
-    return conversations.create_conversation(scope, title="Offsite")
+    return services.create_conversation(scope, title="Offsite")
 
 
 def display(scope: Scope, conversation: Any) -> list[tuple[str, str, str]]:
-    rows = conversations.load_display_messages(scope, conversation.pk)
+    rows = services.load_display_messages(scope, conversation.pk)
     return [(r.message_type, r.content_type, r.status) for r in rows]
 
 
@@ -108,10 +107,10 @@ def test_an_approval_pause_is_stored_and_resumed_in_a_new_session(
     assert result.status == "completed"
     assert result.last_message is not None
     assert result.last_message.text == "Planned."
-    assert [t.content for t in conversations.load_todos(scope, conversation.pk)] == [
+    assert [t.content for t in services.load_todos(scope, conversation.pk)] == [
         "Book a venue"
     ]
-    stored = conversations.load_agent_state(scope, conversation.pk)
+    stored = services.load_agent_state(scope, conversation.pk)
     assert stored is not None
     assert stored["state"]["interrupt_data"] is None
     assert display(scope, conversation) == [
@@ -132,13 +131,13 @@ def test_a_message_while_an_approval_waits_is_held_and_answered_after_it(
     fake_model.script(reply(tool_calls=[PLAN]), reply("Planned."), reply("Hello!"))
     session = start_conversation_session(conversation.pk, scope=scope)
     session.run_turn("Plan our offsite")
-    before = conversations.load_agent_state(scope, conversation.pk)
+    before = services.load_agent_state(scope, conversation.pk)
 
     held = session.run_turn("Hello?")
 
     # Held on the pause: the state and its approval are untouched, nothing ran.
     assert held.status == "interrupted"
-    assert conversations.load_agent_state(scope, conversation.pk) == before
+    assert services.load_agent_state(scope, conversation.pk) == before
     assert len(fake_model.requests) == 1
     result = session.resume([{"type": "approve"}])
     assert result.status == "completed"
@@ -163,7 +162,7 @@ def test_dismiss_abandons_the_approval_and_answers_what_was_held(
     assert result is not None and result.status == "completed"
     assert result.last_message is not None
     assert result.last_message.text == "No plan then."
-    assert conversations.load_todos(scope, conversation.pk) == []
+    assert services.load_todos(scope, conversation.pk) == []
     with pytest.raises(Conflict, match="no approval is pending"):
         session.dismiss()
 
@@ -178,7 +177,7 @@ def test_a_failing_model_ends_the_turn_with_its_error_and_keeps_the_message(
 
     assert result.status == "error"
     assert "The prompt is not allowed." in (result.error or "")
-    stored = conversations.load_agent_state(scope, conversation.pk)
+    stored = services.load_agent_state(scope, conversation.pk)
     assert stored is not None
     assert [m["role"] for m in stored["state"]["messages"]] == ["user"]
     # The runtime's typed row says what went wrong, under the kept message.
@@ -211,25 +210,6 @@ def test_an_async_caller_opens_the_same_session(
     assert session.state.messages == []
 
 
-def test_every_conversation_function_matches_the_service_it_delegates_to() -> None:
-    # The generated functions spell out the services' parameters; a service whose
-    # signature changes must be caught here, not by a host at run time.
-    functions = {
-        name: value
-        for name, value in vars(conversations).items()
-        if inspect.isfunction(value) and value.__module__ == conversations.__name__
-    }
-
-    assert len(functions) == 20
-    for name, function in functions.items():
-        service = inspect.signature(getattr(services, name)).parameters
-        for parameter in inspect.signature(function).parameters.values():
-            if parameter.kind is parameter.VAR_KEYWORD:
-                continue
-            assert parameter.name in service, (name, parameter.name)
-            assert service[parameter.name].kind == parameter.kind, (name, parameter)
-
-
 def test_the_first_turn_names_the_conversation(
     fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
 ) -> None:
@@ -238,7 +218,7 @@ def test_the_first_turn_names_the_conversation(
     session.run_turn("Plan our offsite")
     session.run_turn("And the budget?")
 
-    stored = conversations.load_agent_state(scope, conversation.pk)
+    stored = services.load_agent_state(scope, conversation.pk)
     assert stored is not None
     assert stored["state"]["metadata"]["conversation_title"] == "Offsite planning"
     # Only the first request is named; the agent's own calls were all the server's.
@@ -248,7 +228,7 @@ def test_the_first_turn_names_the_conversation(
 def test_a_generated_title_names_an_untitled_conversation_row(
     fake_model: FakeOpenAIServer, scope: Scope
 ) -> None:
-    untitled = conversations.create_conversation(scope)
+    untitled = services.create_conversation(scope)
     fake_model.script(reply("Let us plan."))
     start_conversation_session(untitled.pk, scope=scope).run_turn("Plan our offsite")
 

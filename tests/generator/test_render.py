@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,20 +38,21 @@ PREFIXED_ELSEWHERE = SetupOptions(
     factory="myproj.builders.factory",
     coordinator="myproj.runtime_coordinator",
 )
+PREFIXED_TEAM = replace(TEAM, table_prefix="chat_", scope="accounts.scope.SiteScope")
 COMBINATIONS = {
     "default": DEFAULT,
     "team": TEAM,
+    "prefixed team, scope extended": PREFIXED_TEAM,
     "no owner": NO_OWNER,
     "prefix, custom scope, modules elsewhere": PREFIXED_ELSEWHERE,
 }
 
 
-def test_the_default_options_write_the_five_modules_and_no_model() -> None:
+def test_the_default_options_write_the_four_modules_and_no_model() -> None:
     files = render(DEFAULT)
 
     assert list(files) == [
         "project/agents/__init__.py",
-        "project/agents/conversations.py",
         "project/agents/factory.py",
         "project/agents/coordinator.py",
         "project/agents/agent_persistence.py",
@@ -68,11 +70,27 @@ def test_the_default_options_write_the_five_modules_and_no_model() -> None:
 
 
 def test_modules_of_one_package_import_each_other_relatively() -> None:
-    coordinator = render(DEFAULT)["project/agents/coordinator.py"]
+    coordinator = render(TEAM)["hostsite/agents/coordinator.py"]
 
-    assert 'FACTORY = "project.agents.factory.build_agent"' in coordinator
-    assert "from .conversations import get_conversation" in coordinator
+    assert 'FACTORY = "hostsite.agents.factory.build_agent"' in coordinator
+    assert "from .scope import TeamScope as Scope" in coordinator
+    assert "    from .models import Conversation" in coordinator
+
+
+def test_no_module_of_pass_through_functions_is_written() -> None:
+    # The app calls sagents_django.services, the scope, the factory and the
+    # persistence classes; a module of functions it never calls would promise a
+    # change that reaches nothing but the site's own callers.
+    for options in COMBINATIONS.values():
+        assert not [path for path in render(options) if "conversations" in path]
+    coordinator = render(DEFAULT)["project/agents/coordinator.py"]
+    assert "found = services.get_conversation(scope, conversation_id)" in coordinator
     assert "from sagents_django.models import Conversation" in coordinator
+    package = render(DEFAULT)["project/agents/__init__.py"]
+    assert (
+        "The scope-first conversation functions (create, list, display messages, the\n"
+        "tool-call lifecycle) are ``sagents_django.services``."
+    ) in package
 
 
 def test_a_team_owner_gets_a_conversation_model_with_a_team_foreign_key() -> None:
@@ -129,14 +147,13 @@ def test_modules_placed_elsewhere_are_written_there_and_imported_absolutely() ->
 
     assert "myproj/builders/factory.py" in files
     assert 'FACTORY = "myproj.builders.factory.build_agent"' in coordinator
-    assert "from myproj.chat.conversations import get_conversation" in coordinator
     assert "from myproj.chat.models import Conversation" in coordinator
 
 
 def test_a_custom_scope_class_is_imported_as_scope() -> None:
     files = render(PREFIXED_ELSEWHERE)
 
-    for path in ("myproj/chat/conversations.py", "myproj/builders/factory.py"):
+    for path in ("myproj/runtime_coordinator.py", "myproj/builders/factory.py"):
         assert "from myproj.scope import OrganizationScope as Scope" in files[path]
     assert settings_lines(PREFIXED_ELSEWHERE)[-4:] == [
         'SAGENTS["FACTORY"] = "myproj.builders.factory.build_agent"',
@@ -158,7 +175,7 @@ def test_a_team_owner_gets_a_scope_module_whose_owner_is_refused_until_filled() 
     files = render(TEAM)
     scope = files["hostsite/agents/scope.py"]
 
-    assert TEAM.scope == "hostsite.agents.scope.TeamScope"
+    assert TEAM.site_scope == "hostsite.agents.scope.TeamScope"
     assert TEAM.writes_scope
     assert scope.endswith(
         "class TeamScope(Scope):\n"
@@ -173,25 +190,65 @@ def test_a_team_owner_gets_a_scope_module_whose_owner_is_refused_until_filled() 
     )
     # The package's modules type their scopes with it; the command needs no --scope.
     assert (
-        "from .scope import TeamScope as Scope"
-        in files["hostsite/agents/conversations.py"]
+        "from .scope import TeamScope as Scope" in files["hostsite/agents/factory.py"]
     )
     assert "--scope" not in command_line(TEAM)
 
 
-def test_a_user_owner_or_no_owner_or_a_given_scope_gets_no_scope_module() -> None:
+def test_a_user_owner_or_no_owner_or_a_scope_that_resolves_gets_no_scope_module() -> (
+    None
+):
     for options in (DEFAULT, NO_OWNER, PREFIXED_ELSEWHERE):
         assert not options.writes_scope
         assert not [path for path in render(options) if path.endswith("/scope.py")]
-    given = SetupOptions(
-        target="hostsite.agents",
-        owner_type="team",
-        owner_field="team",
-        owner_model="teams.Team",
-        scope="teams.scope.MemberScope",
-    )
+    given = replace(TEAM, scope="teams.scope.MemberScope", scope_resolves_owner=True)
     assert "hostsite/agents/scope.py" not in render(given)
     assert "--scope teams.scope.MemberScope" in command_line(given)
+    assert settings_lines(given)[-1] == 'SAGENTS["SCOPE"] = "teams.scope.MemberScope"'
+
+
+def test_a_given_scope_that_cannot_resolve_the_owner_is_extended() -> None:
+    # Sagents derives the owner from the site's --scope in generated code (its
+    # scope_query); here that code is a subclass of the site's scope class.
+    given = replace(TEAM, scope="accounts.scope.SiteScope")
+    files = render(given)
+    scope = files["hostsite/agents/scope.py"]
+
+    assert "from accounts.scope import SiteScope\n" in scope
+    assert "class TeamScope(SiteScope):\n" in scope
+    assert "It extends\n``accounts.scope.SiteScope`` (``--scope``)" in scope
+    assert given.site_scope == "hostsite.agents.scope.TeamScope"
+    assert settings_lines(given)[-1] == (
+        'SAGENTS["SCOPE"] = "hostsite.agents.scope.TeamScope"'
+    )
+    assert (
+        "from .scope import TeamScope as Scope" in files["hostsite/agents/factory.py"]
+    )
+    assert "--scope accounts.scope.SiteScope" in command_line(given)
+
+
+def test_a_given_scope_named_as_the_generated_one_is_imported_under_another() -> None:
+    scope = render(replace(TEAM, scope="accounts.scope.TeamScope"))[
+        "hostsite/agents/scope.py"
+    ]
+
+    assert "from accounts.scope import TeamScope as BaseTeamScope\n" in scope
+    assert "class TeamScope(BaseTeamScope):\n" in scope
+
+
+def test_the_prefix_names_the_table_and_index_of_the_generated_app() -> None:
+    files = render(PREFIXED_TEAM)
+    models = files["hostsite/agents/models.py"]
+    migration = files["hostsite/agents/migrations/0001_initial.py"]
+
+    assert PREFIXED_TEAM.conversation_table == "chat_conversations"
+    assert 'db_table = "chat_conversations"' in models
+    assert '"db_table": "chat_conversations",' in migration
+    assert 'name="chat_conv_team_recent",' in models
+    assert 'name="chat_conv_team_recent",' in migration
+    # The only model the generated app has: sagents_django's tables are its own.
+    assert models.count("class ") == 2  # Conversation and its Meta
+    assert migration.count("migrations.CreateModel(") == 1
 
 
 def test_a_generated_conversation_model_is_registered_in_the_admin() -> None:
@@ -275,6 +332,9 @@ def test_every_combination_passes_ruff(tmp_path: Path) -> None:
     # looks for it.
     scope = tmp_path / "prefix_custom_scope_modules_elsewhere/myproj/scope.py"
     scope.write_text("")
+    accounts = tmp_path / "prefixed_team_scope_extended/accounts"
+    accounts.mkdir()
+    (accounts / "scope.py").write_text("")
     for root in {Path(p).parts[0] for p in paths}:
         files = [str(Path(p).relative_to(root)) for p in paths if p.startswith(root)]
         assert ruff_problems(tmp_path / root, files) == ""
@@ -292,7 +352,7 @@ def test_every_combination_passes_ruff(tmp_path: Path) -> None:
         ({"target": "project.class"}, "bad component 'class'"),
         ({"target": "sagents_django.agents"}, "inside sagents_django"),
         ({"scope": "Scope"}, "must name a class in a module"),
-        ({"factory": "project.agents.conversations"}, "already generated"),
+        ({"factory": "project.agents.agent_persistence"}, "already generated"),
         ({"coordinator": "project.agents.factory"}, "already generated"),
         ({"owner_type": "tenant"}, "--owner-type must be one of"),
         ({"owner_field": "title"}, "is reserved"),
@@ -300,6 +360,15 @@ def test_every_combination_passes_ruff(tmp_path: Path) -> None:
         ({"owner_field": "a__b"}, "must not contain '__'"),
         ({"table_prefix": "Sagents-"}, "--table-prefix must be lowercase"),
         ({"owner_model": "Team"}, "--owner-model must be 'app_label.ModelName'"),
+        (
+            {
+                "owner_type": "team",
+                "owner_field": "team",
+                "owner_model": "teams.Team",
+                "scope": "project.agents.scope.SiteScope",
+            },
+            "is in project/agents/scope.py, where the generator writes a subclass",
+        ),
     ],
 )
 def test_malformed_options_raise_one_line_errors(

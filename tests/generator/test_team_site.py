@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.docs import blocks
 from tests.fakes.openai_server import FakeOpenAIServer, reply, tool_call
 
 from .helpers import REPO, ruff_problems
@@ -107,52 +108,62 @@ class Migration(migrations.Migration):
 
 FILLED_IN = "return user.teams.first()"
 
-# With the generated Scope as written: migrate, check, and what it lets users do.
-UNFILLED = """\
+# How a script starts once the settings are in place: migrate and check, then alice,
+# a member of the team Blue.
+MIGRATED = """\
 import json
 
 import django
 
 django.setup()
 
-from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
 from django.core.management import call_command
 
 call_command("migrate", verbosity=0)
 call_command("check", fail_level="WARNING")
 call_command("makemigrations", "--check", "--dry-run", verbosity=0)
 
-from hostsite.agents import conversations
-from hostsite.agents.models import Conversation
-from hostsite.agents.scope import TeamScope
-from sagents_django.scope import Scope, get_scope
 from teams.models import Team
 
 alice = get_user_model().objects.create_user("alice")
 blue = Team.objects.create(name="Blue")
 blue.members.add(alice)
+"""
+
+# With the generated Scope as written: what it lets users do.
+UNFILLED = (
+    MIGRATED
+    + """
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+
+from hostsite.agents.models import Conversation
+from hostsite.agents.scope import TeamScope
+from sagents_django import services
+from sagents_django.scope import Scope, get_scope
+
 # Made by hand for the team: the generated scope must still not show it.
-conversations.create_conversation(Scope(user=alice, owner=blue), title="Offsite")
+services.create_conversation(Scope(user=alice, owner=blue), title="Offsite")
 
 class Request:
     user = alice
 
 scope = get_scope(Request())
 try:
-    conversations.create_conversation(scope, title="Mine")
+    services.create_conversation(scope, title="Mine")
     created = "created"
 except PermissionDenied as exc:
     created = str(exc)
 print(json.dumps({
     "scope_class": type(scope).__name__,
     "owner": scope.owner,
-    "listed": len(conversations.list_conversations(scope)),
+    "listed": len(services.list_conversations(scope)),
     "created": created,
     "admin": admin.site.is_registered(Conversation),
 }))
 """
+)
 
 # With the Scope filled in: two sessions of one conversation through the generated
 # modules, and other users' views of it; prints one JSON line of findings.
@@ -167,7 +178,8 @@ django.setup()
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 
-from hostsite.agents import conversations, factory
+from hostsite.agents import factory
+from sagents_django import services
 from hostsite.agents.coordinator import start_conversation_session
 from hostsite.agents.models import Conversation
 from hostsite.agents.scope import TeamScope
@@ -188,7 +200,7 @@ red = Team.objects.create(name="Red")
 red.members.add(bob)
 scope = TeamScope.for_user(alice)
 red_scope, no_team = TeamScope.for_user(bob), TeamScope.for_user(carol)
-[conversation] = conversations.list_conversations(scope)
+[conversation] = services.list_conversations(scope)
 
 session = start_conversation_session(
     conversation.pk, scope=scope, filesystem_scope=("team", blue.pk)
@@ -207,13 +219,13 @@ try:
 except NotFound as exc:
     red_session = str(exc)
 try:
-    conversations.create_conversation(no_team, title="Mine")
+    services.create_conversation(no_team, title="Mine")
     no_team_created = "created"
 except PermissionDenied:
     no_team_created = "refused"
 
-rows = conversations.load_display_messages(scope, conversation.pk)
-state = conversations.load_agent_state(scope, conversation.pk)["state"]
+rows = services.load_display_messages(scope, conversation.pk)
+state = services.load_agent_state(scope, conversation.pk)["state"]
 print(json.dumps({
     "first": [first.status, first.last_message.text],
     "second": [second.status, second.last_message.text],
@@ -221,16 +233,16 @@ print(json.dumps({
     "reloaded_roles": reloaded_roles,
     "stored_roles": [m["role"] for m in state["messages"]],
     "title": state["metadata"].get("conversation_title"),
-    "todos": [t.content for t in conversations.load_todos(scope, conversation.pk)],
+    "todos": [t.content for t in services.load_todos(scope, conversation.pk)],
     "display": [[r.message_type, r.content_type, r.status] for r in rows],
     "conversation_owner": Conversation.objects.get().team_id == blue.pk,
     "table": Conversation._meta.db_table,
     "state_points_at": AgentState._meta.get_field("conversation").related_model._meta.label,
     "red_session": red_session,
-    "red_get": conversations.get_conversation(red_scope, conversation.pk),
-    "red_display": len(conversations.load_display_messages(red_scope, conversation.pk)),
-    "red_list": len(conversations.list_conversations(red_scope)),
-    "no_team_list": len(conversations.list_conversations(no_team)),
+    "red_get": services.get_conversation(red_scope, conversation.pk),
+    "red_display": len(services.load_display_messages(red_scope, conversation.pk)),
+    "red_list": len(services.list_conversations(red_scope)),
+    "no_team_list": len(services.list_conversations(no_team)),
     "no_team_created": no_team_created,
 }))
 """
@@ -245,23 +257,66 @@ django.setup()
 
 from django.contrib.auth import get_user_model
 
-from hostsite.agents import conversations, factory
+from hostsite.agents import factory
+from sagents_django import services
 from hostsite.agents.coordinator import start_conversation_session
 from hostsite.agents.scope import TeamScope
 
 factory.INTERRUPT_ON = {"write_file": True}
 scope = TeamScope.for_user(get_user_model().objects.get(username="alice"))
-[conversation] = conversations.list_conversations(scope)
+[conversation] = services.list_conversations(scope)
 session = start_conversation_session(conversation.pk, scope=scope)
 waiting = session.state.interrupt_data is not None
 done = session.resume([{"type": "approve"}])
 print(json.dumps({
     "waiting": waiting,
     "done": [done.status, done.last_message.text],
-    "interrupt": conversations.load_agent_state(scope, conversation.pk)["state"][
+    "interrupt": services.load_agent_state(scope, conversation.pk)["state"][
         "interrupt_data"
     ],
 }))
+"""
+
+# A site with its own scope class (which leaves owners to Scope) and a table prefix:
+# what the database holds once migrated, and which scope the app builds.
+PREFIXED = (
+    MIGRATED
+    + """
+from django.db import connection
+
+from accounts.scope import SiteScope
+from sagents_django import services
+from sagents_django.scope import scope_class
+
+scope = scope_class().for_user(alice)
+conversation = services.create_conversation(scope, title="Offsite")
+services.append_text_message(scope, conversation.pk, "user", "Hello")
+with connection.cursor() as cursor:
+    cursor.execute("SELECT team_id FROM chat_conversations")
+    owners = [row[0] for row in cursor.fetchall()]
+    relations = connection.introspection.get_relations(
+        cursor, "sagents_display_messages"
+    )
+    constraints = connection.introspection.get_constraints(cursor, "chat_conversations")
+print(json.dumps({
+    "tables": sorted(
+        t for t in connection.introspection.table_names()
+        if t.startswith(("sagents_", "chat_")) or "conversations" in t
+    ),
+    "owners": owners == [blue.pk],
+    "display_points_at": relations["conversation_id"][1],
+    "index": "chat_conv_team_recent" in constraints,
+    "scope": [type(scope).__name__, isinstance(scope, SiteScope), scope.owner == blue],
+}))
+"""
+)
+
+SITE_SCOPE = """\
+from sagents_django.scope import Scope
+
+
+class SiteScope(Scope):
+    \"\"\"The site's scope: its own methods, owners left to Scope.\"\"\"
 """
 
 SETUP_TEAMS = [
@@ -335,7 +390,7 @@ def test_a_team_owned_site_migrates_and_runs_conversations_through_the_output(
     host: Path,
 ) -> None:
     setup = run(host, "hostsite.settings_before", SETUP_TEAMS)
-    assert f"Wrote 11 files in {host}:" in setup.stdout
+    assert f"Wrote 10 files in {host}:" in setup.stdout
     assert add_printed_settings(host, setup.stdout) == [
         'INSTALLED_APPS += ["hostsite.agents"]',
         "# Before the first migrate: sagents_django's tables refer to this model.",
@@ -351,7 +406,7 @@ def test_a_team_owned_site_migrates_and_runs_conversations_through_the_output(
     generated = sorted(
         str(p.relative_to(host)) for p in package.rglob("*.py") if p.is_file()
     )
-    assert len(generated) == 11
+    assert len(generated) == 10
     assert ruff_problems(host, generated) == ""
 
     # As generated, the scope refuses: a member of a team sees and creates nothing.
@@ -478,3 +533,42 @@ def test_the_generated_migration_runs_before_sagents_djangos_own(host: Path) -> 
     )
     models = (host / "hostsite" / "agents" / "models.py").read_text()
     assert 'OWNER_FIELD = "team"' in models
+
+
+@pytest.mark.timeout(300)
+def test_a_prefixed_site_migrates_into_tables_named_so_with_its_scope_extended(
+    host: Path,
+) -> None:
+    write(host / "accounts" / "__init__.py", "")
+    write(host / "accounts" / "scope.py", SITE_SCOPE)
+    setup = run(
+        host,
+        "hostsite.settings_before",
+        [
+            *SETUP_TEAMS,
+            *("--table-prefix", "chat_"),
+            *("--scope", "accounts.scope.SiteScope"),
+        ],
+    )
+    assert add_printed_settings(host, setup.stdout)[-1] == (
+        'SAGENTS["SCOPE"] = "hostsite.agents.scope.TeamScope"'
+    )
+    scope = host / "hostsite" / "agents" / "scope.py"
+    assert "class TeamScope(SiteScope):" in scope.read_text()
+    scope.write_text(scope.read_text().replace("return None", FILLED_IN, 1))
+    write(host / "prefixed.py", PREFIXED)
+
+    found = findings(run(host, "hostsite.settings", ["prefixed.py"]))
+
+    # The one table the generated app creates has the prefix; sagents_django's keep
+    # the names the generator page lists, and point at it.
+    [shown] = [
+        block for block in blocks("docs/generator.md") if block.spec == "library tables"
+    ]
+    library = shown.code.split()
+    assert found["tables"] == sorted(["chat_conversations", *library])
+    assert found["display_points_at"] == "chat_conversations"
+    assert found["index"] is True
+    assert found["owners"] is True
+    # The app builds its scopes with the generated subclass of the site's scope.
+    assert found["scope"] == ["TeamScope", True, True]

@@ -32,14 +32,16 @@ from sagents_django.generator import (
     SetupOptions,
     targets,
 )
+from sagents_django.scope import Scope, decides_owners
 
 
 class Command(BaseCommand):
     help = (
-        "Generate this site's conversation functions, agent factory, coordinator and "
-        "persistence modules into a package (and, for conversations not owned by "
-        "the user model through a 'user' field, the conversation model and its "
-        "migration), then print the settings to add."
+        "Generate this site's agent factory, coordinator and persistence modules "
+        "into a package (and, for conversations not owned by the user model through "
+        "a 'user' field in sagents_conversations, the conversation model and its "
+        "migration; for an owner that is not the user, a Scope to fill in), then "
+        "print the settings to add."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -51,9 +53,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--scope",
             default=DEFAULT_SCOPE,
-            help=f"Dotted path of your Scope class (default: {DEFAULT_SCOPE}; for "
-            "an owner that is not the user model, a generated <target>.scope."
-            "<Owner>Scope to fill in).",
+            help=f"Dotted path of your Scope class, a subclass of {DEFAULT_SCOPE} "
+            "(the default). For an owner that is not the user model, unless the class "
+            "overrides resolve_owner, a subclass of it to fill in is generated as "
+            "<target>.scope.<Owner>Scope.",
         )
         parser.add_argument(
             "--owner-type",
@@ -74,7 +77,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--table-prefix",
             default=DEFAULT_TABLE_PREFIX,
-            help="Prefix of the conversation table (default: sagents_).",
+            help="Prefix of the tables the generated app creates: its conversation "
+            "table, <prefix>conversations (default: sagents_). sagents_django's own "
+            "tables keep their sagents_ names.",
         )
         parser.add_argument(
             "--factory",
@@ -117,6 +122,15 @@ class Command(BaseCommand):
                     (setup.coordinator, False),
                 ],
             )
+            if setup.needs_models and setup.table_prefix != DEFAULT_TABLE_PREFIX:
+                # With the default prefix the table has the name of sagents_django's
+                # own (swappable) conversation table, which exists wherever it was
+                # migrated before the swap: the printed settings say to swap first.
+                targets.check_table_free(
+                    setup.conversation_table,
+                    (setup.app_label, MIGRATION),
+                    option=f"--table-prefix {setup.table_prefix}",
+                )
             plan = targets.plan(
                 base,
                 files,
@@ -189,9 +203,11 @@ class Command(BaseCommand):
                 )
             app_label = target.rpartition(".")[2]
             owner_field, owner_model = self.owner(options, owner_type, app_label)
+            scope = generator.check_module_path(options["scope"], what="--scope")
             setup = SetupOptions(
                 target=target,
-                scope=options["scope"],
+                scope=scope,
+                scope_resolves_owner="." in scope and self.check_scope(scope),
                 owner_type=owner_type,
                 owner_field=owner_field,
                 owner_model=owner_model,
@@ -203,8 +219,6 @@ class Command(BaseCommand):
             generator.check_options(setup)
         except InvalidOption as exc:
             raise CommandError(str(exc)) from None
-        if not setup.writes_scope:  # the generated one does not exist yet
-            self.check_scope(setup.scope)
         if setup.needs_models:
             self.check_app_label(setup)
         return setup
@@ -274,13 +288,27 @@ class Command(BaseCommand):
             )
         return leaves[-1]
 
-    def check_scope(self, path: str) -> None:
+    def check_scope(self, path: str) -> bool:
+        """Whether the --scope class decides owners itself (else a non-user owner
+        gets a generated subclass that does); CommandError unless it is a Scope
+        subclass: the pages, the socket and the runtime take nothing else."""
         try:
             scope = import_string(path)
         except ImportError as exc:
             raise CommandError(f"--scope {path!r} cannot be imported: {exc}") from None
+        except Exception as exc:  # the module itself raised while importing
+            raise CommandError(
+                f"--scope {path!r}: its module failed to import: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
         if not isinstance(scope, type):
             raise CommandError(f"--scope {path!r} is not a class")
+        if not issubclass(scope, Scope):
+            raise CommandError(
+                f"--scope {path!r} is not a subclass of {DEFAULT_SCOPE}, which "
+                "every path of the app (pages, socket, runtime) takes"
+            )
+        return decides_owners(scope)
 
     def check_app_label(self, setup: SetupOptions) -> None:
         # The generated models make the target an app labelled by its last
@@ -316,7 +344,7 @@ class Command(BaseCommand):
             scope_file = f"{setup.target.replace('.', '/')}/scope.py"
             lines += [
                 "",
-                f"Then fill in {setup.scope.rpartition('.')[2]}.resolve_owner in "
+                f"Then fill in {setup.site_scope.rpartition('.')[2]}.resolve_owner in "
                 f"{scope_file}: until it returns the {setup.owner_class} a user acts "
                 "for, every user owns nothing (sees no conversation, cannot create "
                 "one).",
