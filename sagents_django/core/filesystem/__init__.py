@@ -14,6 +14,7 @@ fs.read_file("/notes.md").content
 from __future__ import annotations
 
 from .backends import DiskPersistence, MemoryPersistence
+from .callbacks import FilesystemCallbacks
 from .config import FileSystemConfig
 from .entries import FileEntry, FileMetadata, guess_mime_type
 from .errors import (
@@ -52,6 +53,7 @@ __all__ = [
     "FileSystemConfig",
     "FileSystemError",
     "FileSystemState",
+    "FilesystemCallbacks",
     "InvalidEntry",
     "InvalidPath",
     "MemoryPersistence",
