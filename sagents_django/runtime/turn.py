@@ -70,6 +70,7 @@ from .checkpoints import Checkpoints
 from .database import db
 from .ending import Ending, end_run
 from .events_out import asignal
+from .file_scopes import site_filesystem_scope
 from .journal import DatabaseJournal
 from .publisher import Publisher, display_message_json
 from .recorder import Recorder
@@ -174,6 +175,8 @@ class Turn:
             turn.recorder.display = import_string(
                 sagents_settings.DISPLAY_PERSISTENCE
             )()
+            if turn.filesystem_scope is None:  # the call named none: the site's
+                turn.filesystem_scope = site_filesystem_scope(scope, conversation)
             turn.agent = build_agent(turn.agent_id, scope, turn.filesystem_scope)
             turn.load()
             turn.resume_checkpoints()

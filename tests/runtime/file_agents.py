@@ -1,7 +1,8 @@
 """The factory of the file tests (``test_file_flush.py``, the shared-scope socket
 tests): an agent with only the FileSystem middleware, its files in the database
 with a long debounce (an edit of an existing file waits in the process), and
-``hold``, a tool that returns once its worker drains (deterministic: no sleep)."""
+``hold``, a tool that returns once its worker drains (deterministic: no sleep);
+and ``owner_files``, a ``SAGENTS["FILESYSTEM_SCOPE"]`` sharing a user's files."""
 
 from __future__ import annotations
 
@@ -52,3 +53,14 @@ def build_agent(*, agent_id: str, scope: Any, filesystem_scope: Any = None) -> A
         filesystem_scope=filesystem_scope,
         tool_context={"scope": scope},
     )
+
+
+def owner_files(scope: Any, conversation: Any) -> tuple[str, int]:
+    """``SAGENTS["FILESYSTEM_SCOPE"]`` of the shared-files tests: every conversation
+    of one user shares that user's files."""
+    return ("user", conversation.user_id)
+
+
+def not_a_scope(scope: Any, conversation: Any) -> Any:
+    """A broken ``SAGENTS["FILESYSTEM_SCOPE"]``: no scope at all."""
+    return {"user": conversation.user_id}
