@@ -150,7 +150,7 @@ GOOD = {
     "FACTORY": "project.agents.factory.build_agent",
     "DOUBLE_TEXT": "interrupt",
     "MESSAGE_PREPROCESSOR": "tests.runtime.agents.Mentions",
-    "FILESYSTEM_SCOPE": "tests.runtime.file_agents.owner_files",
+    "FILESYSTEM_SCOPE": "sagents_django.runtime.file_scopes.owner_files",
     "WHILE_APPROVAL_PENDING": "dismiss",
     "MAX_QUEUED_ROUNDS": 3,
     "INACTIVITY_TIMEOUT": None,

@@ -8,7 +8,9 @@ scope and the conversation, decides; else the conversation has its own,
 Conversations given one scope share their files: what one agent writes, the other
 reads on its next turn, and each page's file panel follows the other's changes (its
 socket joins the scope's group, ``groups.files_group``; the runtime publishes every
-file event there too).
+file event there too). ``owner_files`` is a ready-made choice: every conversation of
+one owner (a user, or a team for a team-owned conversation model) shares the
+owner's files.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from django.utils.module_loading import import_string
 
 from sagents_django.conf import sagents_settings
 from sagents_django.core.filesystem.scope import ScopeKey, canonical_scope
-from sagents_django.scope import Scope
+from sagents_django.scope import Scope, owner_field, owner_model
 
 
 def site_filesystem_scope(scope: Scope, conversation: Any) -> ScopeKey | None:
@@ -37,3 +39,20 @@ def conversation_filesystem_scope(scope: Scope, conversation: Any) -> ScopeKey:
     """The filesystem ``conversation``'s agent uses when a call names none."""
     chosen = site_filesystem_scope(scope, conversation)
     return chosen if chosen is not None else ("agent", str(conversation.agent_id))
+
+
+def owner_files(scope: Scope, conversation: Any) -> ScopeKey | None:
+    """``SAGENTS["FILESYSTEM_SCOPE"] = "sagents_django.runtime.file_scopes.owner_files"``:
+    the conversation's owner's files, ``(<owner model>, <owner pk>)`` such as
+    ``("user", 42)``; an ownerless conversation keeps its own."""
+    model = type(conversation)
+    field = owner_field(model)
+    if field is None:
+        return None
+    owner_id = getattr(conversation, model._meta.get_field(field).attname, None)
+    if owner_id is None:
+        return None
+    owner = owner_model(model)
+    kind = owner._meta.model_name if owner is not None else field
+    # A scope is made of strings and integers: a UUID key goes as text.
+    return (str(kind), owner_id if isinstance(owner_id, int) else str(owner_id))

@@ -2,7 +2,7 @@
 tests): an agent with only the FileSystem middleware, its files in the database
 with a long debounce (an edit of an existing file waits in the process), and
 ``hold``, a tool that returns once its worker drains (deterministic: no sleep);
-and ``owner_files``, a ``SAGENTS["FILESYSTEM_SCOPE"]`` sharing a user's files."""
+and ``not_a_scope``, a broken ``SAGENTS["FILESYSTEM_SCOPE"]``."""
 
 from __future__ import annotations
 
@@ -53,12 +53,6 @@ def build_agent(*, agent_id: str, scope: Any, filesystem_scope: Any = None) -> A
         filesystem_scope=filesystem_scope,
         tool_context={"scope": scope},
     )
-
-
-def owner_files(scope: Any, conversation: Any) -> tuple[str, int]:
-    """``SAGENTS["FILESYSTEM_SCOPE"]`` of the shared-files tests: every conversation
-    of one user shares that user's files."""
-    return ("user", conversation.user_id)
 
 
 def not_a_scope(scope: Any, conversation: Any) -> Any:

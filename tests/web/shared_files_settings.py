@@ -6,4 +6,7 @@ from __future__ import annotations
 from tests.web.site_settings import *  # noqa: F403
 from tests.web.site_settings import SAGENTS
 
-SAGENTS = {**SAGENTS, "FILESYSTEM_SCOPE": "tests.runtime.file_agents.owner_files"}
+SAGENTS = {
+    **SAGENTS,
+    "FILESYSTEM_SCOPE": "sagents_django.runtime.file_scopes.owner_files",
+}

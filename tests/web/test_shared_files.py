@@ -23,6 +23,7 @@ from sagents_django import services
 from sagents_django.models import AgentRun, StoredFile
 from sagents_django.routing import websocket_urlpatterns
 from sagents_django.runtime import agent_server, groups, layer
+from sagents_django.runtime.file_scopes import owner_files
 from sagents_django.runtime.publisher import publish_file_event
 from sagents_django.scope import Scope
 from sagents_django.ui import files
@@ -31,7 +32,7 @@ from tests.runtime.follow import EMBEDDED, turns_ended
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SHARED = "tests.runtime.file_agents.owner_files"
+SHARED = "sagents_django.runtime.file_scopes.owner_files"
 
 
 @pytest.fixture
@@ -258,3 +259,9 @@ async def test_a_site_function_that_gives_no_scope_ends_the_turn_with_an_error(
     assert run.status == "error"
     assert "A filesystem scope is made of strings and integers" in run.error
     assert not await StoredFile.objects.aexists()
+
+
+def test_owner_files_names_the_conversations_owner(
+    alice: Any, conversation: Any
+) -> None:
+    assert owner_files(Scope.for_user(alice), conversation) == ("user", alice.pk)
