@@ -1,14 +1,15 @@
 """Conversations sharing a filesystem scope (``SAGENTS["FILESYSTEM_SCOPE"]``): a
 file one conversation's turn writes, or a person uploads to it, appears in the file
 panel of every open page of the others, without a reload; pages of conversations
-with other files hear nothing. Real turns on the embedded stack (the inline
-executor, the fake provider), pages as their sockets see them."""
+with other files hear nothing. Real turns on both stacks (the production one in
+the PostgreSQL pass: a Celery worker, the Redis layer), pages as their sockets see
+them."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -28,26 +29,65 @@ from sagents_django.runtime.publisher import publish_file_event
 from sagents_django.scope import Scope
 from sagents_django.ui import files
 from tests.fakes.openai_server import FakeOpenAIServer, reply, tool_call
-from tests.runtime.follow import EMBEDDED, turns_ended
+from tests.runtime import stacks
+from tests.runtime.follow import EMBEDDED, turns_ended, use_stack
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SHARED = "sagents_django.runtime.file_scopes.owner_files"
+SITE = {"FACTORY": "tests.runtime.file_agents.build_agent", "FILESYSTEM_SCOPE": SHARED}
+QUEUE = f"{stacks.QUEUE}-shared-files"
+
+
+@pytest.fixture(scope="module")
+def files_worker(
+    django_db_setup: Any, django_db_blocker: Any, production_llm: FakeOpenAIServer
+) -> Iterator[stacks.Worker]:
+    """The production stack's worker, with this site's factory and shared files."""
+    stacks.use_redis_broker()
+    worker = stacks.Worker(production_llm, queue=QUEUE, overrides=SITE)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        worker.log.unlink(missing_ok=True)
+
+
+@pytest.fixture(params=stacks.names())
+async def site(request: Any, settings: Any) -> AsyncIterator[FakeOpenAIServer]:
+    """The fake provider of a site sharing each user's files, on both stacks: on the
+    production one the turn runs in a worker process and file events cross Redis."""
+    from project.celery import app
+
+    llm: FakeOpenAIServer = use_stack(request, settings)
+    settings.SAGENTS = {**settings.SAGENTS, **SITE}
+    if request.param == "production":
+        request.getfixturevalue("files_worker")
+        app.conf.task_default_queue = QUEUE
+    try:
+        yield llm
+        await turns_ended()
+    finally:
+        app.conf.task_default_queue = stacks.QUEUE
 
 
 @pytest.fixture
-async def site(settings: Any, fake_llm: FakeOpenAIServer) -> AsyncIterator[Any]:
+async def embedded(
+    settings: Any, fake_llm: FakeOpenAIServer
+) -> AsyncIterator[FakeOpenAIServer]:
+    """The embedded stack alone, for tests that change the site's settings (a
+    worker process keeps the ones it started with)."""
     settings.CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
     }
     settings.SAGENTS = {
         **EMBEDDED,
-        "FACTORY": "tests.runtime.file_agents.build_agent",
+        **SITE,
         "MODEL": fake_llm.model,
         "MODEL_PARAMS": dict(fake_llm.model_params),
-        "FILESYSTEM_SCOPE": SHARED,
     }
-    yield settings
+    yield fake_llm
     await turns_ended()
 
 
@@ -103,12 +143,12 @@ def write_turn(llm: FakeOpenAIServer, path: str, content: str) -> None:
 
 
 async def test_a_file_one_conversations_turn_writes_appears_in_the_others_panel(
-    site: Any, fake_llm: FakeOpenAIServer
+    site: FakeOpenAIServer,
 ) -> None:
     alice, scope, (writer, reader) = await person("alice")
     reading = await open_page(alice, reader)
     writing = await open_page(alice, writer)
-    write_turn(fake_llm, "/plan.md", "# The plan")
+    write_turn(site, "/plan.md", "# The plan")
 
     await agent_server.aadd_message(scope, writer.pk, "Write the plan")
 
@@ -124,12 +164,12 @@ async def test_a_file_one_conversations_turn_writes_appears_in_the_others_panel(
 
 
 async def test_pages_of_conversations_with_other_files_hear_nothing(
-    site: Any, settings: Any, fake_llm: FakeOpenAIServer
+    site: FakeOpenAIServer,
 ) -> None:
     _, scope, (writer,) = await person("alice", 1)
     bob, _, (bobs,) = await person("bob", 1)
     watching = await open_page(bob, bobs)
-    write_turn(fake_llm, "/secret.md", "alice only")
+    write_turn(site, "/secret.md", "alice only")
 
     run = await agent_server.aadd_message(scope, writer.pk, "Write it")
     await turns_ended()
@@ -140,12 +180,12 @@ async def test_pages_of_conversations_with_other_files_hear_nothing(
 
 
 async def test_without_a_site_scope_each_conversation_keeps_its_own_files(
-    site: Any, settings: Any, fake_llm: FakeOpenAIServer
+    embedded: FakeOpenAIServer, settings: Any
 ) -> None:
     settings.SAGENTS = {**settings.SAGENTS, "FILESYSTEM_SCOPE": None}
     alice, scope, (writer, reader) = await person("alice")
     reading = await open_page(alice, reader)
-    write_turn(fake_llm, "/mine.md", "private")
+    write_turn(embedded, "/mine.md", "private")
 
     await agent_server.aadd_message(scope, writer.pk, "Write it")
     await turns_ended()
@@ -228,10 +268,10 @@ def test_the_panel_of_every_conversation_of_the_scope_shows_the_shared_files(
 
 
 async def test_a_scope_the_call_names_wins_over_the_sites(
-    site: Any, fake_llm: FakeOpenAIServer
+    site: FakeOpenAIServer,
 ) -> None:
     _, scope, (mine,) = await person("alice", 1)
-    write_turn(fake_llm, "/report.md", "for the project")
+    write_turn(site, "/report.md", "for the project")
 
     await agent_server.aadd_message(
         scope, mine.pk, "Write it", filesystem_scope=("project", 7)
@@ -243,14 +283,14 @@ async def test_a_scope_the_call_names_wins_over_the_sites(
 
 
 async def test_a_site_function_that_gives_no_scope_ends_the_turn_with_an_error(
-    site: Any, settings: Any, fake_llm: FakeOpenAIServer
+    embedded: FakeOpenAIServer, settings: Any
 ) -> None:
     settings.SAGENTS = {
         **settings.SAGENTS,
         "FILESYSTEM_SCOPE": "tests.runtime.file_agents.not_a_scope",
     }
     _, scope, (mine,) = await person("alice", 1)
-    write_turn(fake_llm, "/never.md", "x")
+    write_turn(embedded, "/never.md", "x")
 
     submission = await agent_server.aadd_message(scope, mine.pk, "Write it")
     await turns_ended()
