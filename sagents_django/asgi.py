@@ -20,8 +20,9 @@ fatal). On SIGTERM it
    chat pages and the protocol's clients reconnect (to another process) and resync
    from the database; a socket that opens from then on is closed the same way;
 4. waits up to ``CLOSE_GRACE`` for the sockets' disconnect handlers (viewers are
-   released, not left to expire), then hands the signal to the server's own
-   handler, which stops the process as it would have.
+   released, not left to expire), stores the file writes still waiting on a
+   debounce (``core.filesystem.flush_pending_writes``), then hands the signal to
+   the server's own handler, which stops the process as it would have.
 
 A second SIGTERM goes to the server's handler at once. Only public interfaces are
 used: ``signal``, the event loop and ASGI messages: daphne and uvicorn are both
@@ -173,8 +174,19 @@ async def _drain(previous: Handler, signum: int) -> None:
             await asyncio.sleep(0.05)
     except Exception:  # the process must stop all the same
         logger.exception("The drain failed")
+    await _store_pending_files()
     # Cancelled (a second SIGTERM handed over already): nothing more to do.
     _hand_over(previous, signum, None)
+
+
+async def _store_pending_files() -> None:
+    """Debounced file writes of this process reach storage before it stops."""
+    from sagents_django.core.filesystem.debounce import flush_pending_writes
+
+    try:
+        await asyncio.to_thread(flush_pending_writes)
+    except Exception:  # the process must stop all the same
+        logger.exception("Storing pending file writes failed")
 
 
 def _cancel_drain() -> None:

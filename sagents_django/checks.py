@@ -17,6 +17,8 @@ fails ``manage.py check`` instead of every turn:
 - E030 DRAIN_SECONDS: not a number of seconds, 0 or more
 - E026 MESSAGE_PREPROCESSOR is not a dotted path; E027 it cannot be imported or
   has no ``preprocess``
+- E028 FILESYSTEM_SCOPE is not a dotted path; E029 it cannot be imported or is not
+  callable
 - E040 MCP_SERVERS: a server's options are not valid (a command given as a string,
   an unknown option, a bad name or prefix...); E041 MCP_ALLOWED_HOSTS is not a
   list of host names; E042 an HTTP server's host is not in MCP_ALLOWED_HOSTS
@@ -51,6 +53,7 @@ IDS = {
     "DISPLAY_PERSISTENCE": "sagents_django.E018",
     "DOUBLE_TEXT": "sagents_django.E011",
     "MESSAGE_PREPROCESSOR": "sagents_django.E026",
+    "FILESYSTEM_SCOPE": "sagents_django.E028",
     "WHILE_APPROVAL_PENDING": "sagents_django.E025",
     "MAX_QUEUED_ROUNDS": "sagents_django.E012",
     "INACTIVITY_TIMEOUT": "sagents_django.E013",
@@ -87,6 +90,8 @@ HINTS = {
     "DOUBLE_TEXT": '"enqueue" runs a message sent during a turn right after it.',
     "MESSAGE_PREPROCESSOR": "Name an object or class with preprocess(message, "
     'context), e.g. "myapp.chat.Mentions", or leave it unset.',
+    "FILESYSTEM_SCOPE": "Name a function (scope, conversation) -> a scope such as "
+    '("user", 42), e.g. "myapp.agents.files.user_files", or leave it unset.',
     "WHILE_APPROVAL_PENDING": '"hold" answers a message sent while an approval is '
     'pending once it is decided; "dismiss" dismisses the approval.',
     "MAX_QUEUED_ROUNDS": "Give a number of turns, e.g. 10.",
@@ -127,13 +132,21 @@ def check_sagents_settings(**kwargs: Any) -> list[checks.CheckMessage]:
         messages.extend(_check_scope_class(scope))
     factory = user.get("FACTORY")
     if factory is not None and conf.problem("FACTORY", factory) is None:
-        messages.extend(_check_factory(factory))
+        messages.extend(_check_function("FACTORY", factory, "sagents_django.E015"))
     preprocessor = user.get("MESSAGE_PREPROCESSOR")
     if (
         preprocessor is not None
         and conf.problem("MESSAGE_PREPROCESSOR", preprocessor) is None
     ):
         messages.extend(_check_preprocessor(preprocessor))
+    filesystem_scope = user.get("FILESYSTEM_SCOPE")
+    if (
+        filesystem_scope is not None
+        and conf.problem("FILESYSTEM_SCOPE", filesystem_scope) is None
+    ):
+        messages.extend(
+            _check_function("FILESYSTEM_SCOPE", filesystem_scope, "sagents_django.E029")
+        )
     messages.extend(_check_lease(user))
     messages.extend(_check_mcp_hosts(user))
     for key in ("AGENT_PERSISTENCE", "DISPLAY_PERSISTENCE"):
@@ -173,12 +186,12 @@ def _check_import(
     ]
 
 
-def _check_factory(path: str) -> list[checks.CheckMessage]:
+def _check_function(key: str, path: str, id: str) -> list[checks.CheckMessage]:
     return _check_import(
-        "FACTORY",
+        key,
         path,
         lambda found: None if callable(found) else f"it is {found!r}, not a function",
-        "sagents_django.E015",
+        id,
     )
 
 

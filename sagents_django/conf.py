@@ -50,6 +50,12 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # person's message goes through: one text shown, another sent to the model.
         # None: the factory's `message_preprocessor` attribute, if it has one.
         "MESSAGE_PREPROCESSOR": None,
+        # Which virtual filesystem a conversation's agent uses when the call names
+        # none (a dotted path to a function (scope, conversation) -> a scope such
+        # as ("user", 42), or None); conversations given one scope share their
+        # files, and their chat pages' file panels follow each other's changes.
+        # None: each conversation its own, ("agent", <agent_id>).
+        "FILESYSTEM_SCOPE": None,
         # A message sent while a turn runs: "enqueue" (run right after it), "reject"
         # (RunConflict) or "interrupt" (cancel the turn, then run with the message).
         "DOUBLE_TEXT": "enqueue",
@@ -150,13 +156,22 @@ DOUBLE_TEXT_POLICIES: Final = ("enqueue", "reject", "interrupt")
 APPROVAL_PENDING_POLICIES: Final = ("hold", "dismiss")
 
 
-def _factory(value: Any) -> str | None:
-    if value is None or (isinstance(value, str) and DOTTED_PATH.match(value)):
-        return None
-    return (
-        "must be the dotted path of the agent factory, e.g. "
-        f"'myproject.agents.factory.build_agent', not {value!r}"
-    )
+def _function_path(what: str, example: str) -> Callable[[Any], str | None]:
+    """None or the dotted path of a function (``what``, like ``example``)."""
+
+    def check(value: Any) -> str | None:
+        if value is None or (isinstance(value, str) and DOTTED_PATH.match(value)):
+            return None
+        return f"must be the dotted path of {what}, e.g. {example!r}, not {value!r}"
+
+    return check
+
+
+_factory = _function_path("the agent factory", "myproject.agents.factory.build_agent")
+_filesystem_scope = _function_path(
+    "a function (scope, conversation) -> filesystem scope, or None",
+    "myapp.agents.files.user_files",
+)
 
 
 def _optional_path(value: Any) -> str | None:
@@ -231,6 +246,7 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "AGENT_PERSISTENCE": _class_path,
         "DISPLAY_PERSISTENCE": _class_path,
         "MESSAGE_PREPROCESSOR": _optional_path,
+        "FILESYSTEM_SCOPE": _filesystem_scope,
         "DOUBLE_TEXT": _double_text,
         "WHILE_APPROVAL_PENDING": _approval_pending,
         "MAX_QUEUED_ROUNDS": _positive_int("rounds"),
@@ -335,6 +351,10 @@ class SagentsSettings:
     @property
     def MESSAGE_PREPROCESSOR(self) -> str | None:
         return cast("str | None", valid("MESSAGE_PREPROCESSOR"))
+
+    @property
+    def FILESYSTEM_SCOPE(self) -> str | None:
+        return cast("str | None", valid("FILESYSTEM_SCOPE"))
 
     @property
     def DOUBLE_TEXT(self) -> str:

@@ -14,7 +14,10 @@ turn ends (``acks_late``), so a message whose worker died is delivered again (af
 the broker's visibility timeout) and takes the run over if its lease went stale;
 meanwhile every worker's sweeper (started when the worker is ready) takes stale runs
 over within ``LEASE_SECONDS`` + ``SWEEP_SECONDS``. On SIGTERM a worker drains: it
-claims nothing more and hands its running turns to other workers at their next step.
+claims nothing more and hands its running turns to other workers at their next step;
+once they are handed over, file writes still waiting on a debounce are stored before
+the process exits (``worker_shutdown``, and ``worker_process_shutdown`` in a prefork
+child).
 """
 
 from __future__ import annotations
@@ -23,7 +26,12 @@ from typing import Any
 
 try:
     from celery import shared_task
-    from celery.signals import worker_ready, worker_shutting_down
+    from celery.signals import (
+        worker_process_shutdown,
+        worker_ready,
+        worker_shutdown,
+        worker_shutting_down,
+    )
 except ImportError as exc:
     raise ImportError(
         "Running turns on Celery needs it: pip install 'sagents-django[celery]'"
@@ -57,3 +65,13 @@ def start_draining(**_kwargs: Any) -> None:
     from sagents_django.runtime import draining
 
     draining.start()
+
+
+@worker_shutdown.connect  # type: ignore[untyped-decorator]
+@worker_process_shutdown.connect  # type: ignore[untyped-decorator]
+def store_pending_files(**_kwargs: Any) -> None:
+    """The worker stops (its turns ended or handed over): debounced file writes
+    waiting in this process are stored now, not lost with its timer threads."""
+    from sagents_django.core.filesystem.debounce import flush_pending_writes
+
+    flush_pending_writes()

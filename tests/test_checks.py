@@ -150,6 +150,7 @@ GOOD = {
     "FACTORY": "project.agents.factory.build_agent",
     "DOUBLE_TEXT": "interrupt",
     "MESSAGE_PREPROCESSOR": "tests.runtime.agents.Mentions",
+    "FILESYSTEM_SCOPE": "sagents_django.runtime.file_scopes.owner_files",
     "WHILE_APPROVAL_PENDING": "dismiss",
     "MAX_QUEUED_ROUNDS": 3,
     "INACTIVITY_TIMEOUT": None,
@@ -314,4 +315,24 @@ def test_a_preprocessor_that_cannot_be_used_fails_e027(path: str) -> None:
     with override_settings(SAGENTS={"MESSAGE_PREPROCESSOR": path}):
         [message] = sagents_messages()
     assert message.id == "sagents_django.E027"
+    assert repr(path) in message.msg
+
+
+@pytest.mark.parametrize("value", ["user_files", 3, ("user", 42)])
+def test_a_filesystem_scope_that_is_no_dotted_path_fails_e028(value: Any) -> None:
+    with override_settings(SAGENTS={"FILESYSTEM_SCOPE": value}):
+        assert sagents_ids() == {"sagents_django.E028"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "tests.runtime.file_agents.no_such_function",  # not there
+        "tests.runtime.file_agents.DEBOUNCE_MS",  # not a function
+    ],
+)
+def test_a_filesystem_scope_that_cannot_be_used_fails_e029(path: str) -> None:
+    with override_settings(SAGENTS={"FILESYSTEM_SCOPE": path}):
+        [message] = sagents_messages()
+    assert message.id == "sagents_django.E029"
     assert repr(path) in message.msg

@@ -9,7 +9,8 @@ started it. Database work leaves the loop through ``sync_to_async``.
 When the process exits, the loop's tasks are cancelled and the loop stopped before
 the interpreter finalizes: a daemon thread still inside a C extension's I/O (a Redis
 or database client) while the interpreter tears down can crash the process on its
-way out (a drained daphne was seen to exit with SIGSEGV).
+way out (a drained daphne was seen to exit with SIGSEGV). Debounced file writes
+still pending then are stored (``core.filesystem.flush_pending_writes``).
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ def _stop_at_exit(
         asyncio.run_coroutine_threadsafe(cancel_all(), loop).result(EXIT_SECONDS + 1)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(EXIT_SECONDS)
+    # What the cancelled turns' tools left waiting on a debounce (a daemon timer
+    # would die with the interpreter, and the write with it).
+    from sagents_django.core.filesystem.debounce import flush_pending_writes
+
+    flush_pending_writes()
 
 
 def _run(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:

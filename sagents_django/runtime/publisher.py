@@ -95,14 +95,21 @@ async def publish(
 
 
 async def publish_file_event(
-    conversation_id: Any, event: str, data: dict[str, Any]
+    conversation_id: Any,
+    event: str,
+    data: dict[str, Any],
+    *,
+    subagent: dict[str, Any] | None = None,
 ) -> None:
     """A file event also goes to its filesystem scope's group, where every
-    conversation (and file panel) sharing those files listens."""
+    conversation (and file panel) sharing those files listens. It is marked
+    ``"files": true`` and numbered on the group's own sequence; ``conversation``
+    names the conversation whose agent changed the file."""
     scope = data.get("scope")
     group = groups.files_group(scope)
     seq = await layer.next_seq(f"files:{group}")
-    message = event_message(str(conversation_id), event, data, seq)
+    message = event_message(str(conversation_id), event, data, seq, subagent)
+    message["files"] = True
     await layer.group_send(group, message)
 
 
@@ -143,9 +150,13 @@ class Publisher:
         async with self._lock:
             await self._flush_locked()
             await self._send(event, data, debug=debug, subagent=subagent)
-        if event in FILE_EVENTS and subagent is None:
+        if event in FILE_EVENTS and not debug:
+            # A sub-agent's write changed the same shared files.
             await self._guarded(
-                event, publish_file_event(self.conversation_id, event, data)
+                event,
+                publish_file_event(
+                    self.conversation_id, event, data, subagent=subagent
+                ),
             )
 
     def add_deltas(

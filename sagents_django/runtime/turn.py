@@ -41,6 +41,10 @@ from sagents_django.core import (
     State,
 )
 from sagents_django.core.exceptions import LLMError
+from sagents_django.core.filesystem.debounce import (
+    flush_pending_writes,
+    has_pending_writes,
+)
 from sagents_django.core.middleware.base import fold_hooks
 from sagents_django.core.middleware.patch_tool_calls import patch_dangling_tool_calls
 from sagents_django.core.persistence import (
@@ -66,6 +70,7 @@ from .checkpoints import Checkpoints
 from .database import db
 from .ending import Ending, end_run
 from .events_out import asignal
+from .file_scopes import site_filesystem_scope
 from .journal import DatabaseJournal
 from .publisher import Publisher, display_message_json
 from .recorder import Recorder
@@ -170,6 +175,8 @@ class Turn:
             turn.recorder.display = import_string(
                 sagents_settings.DISPLAY_PERSISTENCE
             )()
+            if turn.filesystem_scope is None:  # the call named none: the site's
+                turn.filesystem_scope = site_filesystem_scope(scope, conversation)
             turn.agent = build_agent(turn.agent_id, scope, turn.filesystem_scope)
             turn.load()
             turn.resume_checkpoints()
@@ -280,7 +287,10 @@ class Turn:
         )
         try:
             self.state = await self._server_start(self.state)
-            outcome = await self._start()
+            try:
+                outcome = await self._start()
+            finally:
+                await _store_pending_files()
             await self.recorder.flush()  # calls of a step cut short
             if self.tenure.lost:
                 return "lost"
@@ -518,6 +528,15 @@ class Turn:
 
     def _run_info(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "trigger": self.agent_run.trigger}
+
+
+async def _store_pending_files() -> None:
+    """Debounced file writes reach storage before the run is settled or handed
+    over: the next turn, or the worker that takes this one over, reads storage, not
+    this process's memory (a handed-over turn stops after a step's tools, before
+    the model call whose ``before_model`` would have flushed them)."""
+    if has_pending_writes():
+        await asyncio.to_thread(flush_pending_writes)
 
 
 def _filesystem_scope(value: Any) -> Any:

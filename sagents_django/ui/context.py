@@ -88,7 +88,7 @@ class Chat:
 
     @cached_property
     def files(self) -> list[files.FileRow]:
-        return files.tree(self.conversation)
+        return files.tree(self.scope, self.conversation)
 
     @cached_property
     def approvals(self) -> list[approvals.Request]:

@@ -1,11 +1,13 @@
 """The file panel: a conversation's agent files, listed, opened, uploaded.
 
-The panel shows the files of the conversation's default filesystem scope,
-``("agent", <agent_id>)`` (what the file tools use when the factory names no other),
-as kept by ``DatabasePersistence`` (the generated factory's storage). An upload goes
-through that backend's ``write``, so the agent's next ``read_file`` finds it; it is
-announced with ``file_updated`` like a file the agent wrote. Every call takes the
-caller's scope first: another tenant's conversation is not found.
+The panel shows the files of the conversation's filesystem scope
+(``runtime.file_scopes``: the site's ``SAGENTS["FILESYSTEM_SCOPE"]``, else the
+conversation's own ``("agent", <agent_id>)``), as kept by ``DatabasePersistence``
+(the generated factory's storage). An upload goes through that backend's
+``write``, so the agent's next ``read_file`` finds it; it is announced with
+``file_updated`` like a file the agent wrote, to the conversation and to every page
+sharing the scope. Every call takes the caller's scope first: another tenant's
+conversation is not found.
 """
 
 from __future__ import annotations
@@ -13,14 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
 from sagents_django.core.filesystem.entries import FileEntry
 from sagents_django.core.filesystem.errors import FileSystemError
 from sagents_django.core.filesystem.paths import normalize_file_path
+from sagents_django.core.filesystem.scope import scope_to_json
 from sagents_django.core.limits import MAX_FILE_BYTES
 from sagents_django.filesystems import DatabasePersistence
 from sagents_django.filesystems.encoding import decode_content
+from sagents_django.filesystems.keys import scope_parts
 from sagents_django.models import StoredFile
-from sagents_django.runtime import agent_server
+from sagents_django.runtime import agent_server, loop
+from sagents_django.runtime.file_scopes import conversation_filesystem_scope
+from sagents_django.runtime.publisher import publish_file_event
 from sagents_django.scope import Scope
 
 UPLOAD_DIRECTORY = "/uploads"
@@ -40,19 +48,15 @@ class FileRow:
     is_directory: bool
 
 
-def filesystem_scope(conversation: Any) -> tuple[str, str]:
-    return ("agent", str(conversation.agent_id))
-
-
-def _rows(conversation: Any) -> Any:
-    kind, ident = filesystem_scope(conversation)
+def _rows(scope: Scope, conversation: Any) -> Any:
+    kind, ident = scope_parts(conversation_filesystem_scope(scope, conversation))
     return StoredFile.objects.filter(scope_kind=kind, scope_id=ident)
 
 
-def tree(conversation: Any) -> list[FileRow]:
+def tree(scope: Scope, conversation: Any) -> list[FileRow]:
     """Files and their directories, sorted by path, indented by depth."""
     paths = list(
-        _rows(conversation)
+        _rows(scope, conversation)
         .order_by("path")
         .values_list("path", "size", "mime_type")[:MAX_FILES_LISTED]
     )
@@ -88,14 +92,14 @@ def tree(conversation: Any) -> list[FileRow]:
     return out
 
 
-def read(conversation: Any, path: str) -> tuple[str, str] | None:
+def read(scope: Scope, conversation: Any, path: str) -> tuple[str, str] | None:
     """(content, MIME type) of a file, or None when there is none at ``path``."""
     try:
         path = normalize_file_path(path)
     except FileSystemError:
         return None
     row = (
-        _rows(conversation)
+        _rows(scope, conversation)
         .filter(path=path)
         .exclude(mime_type="inode/directory")
         .values_list("content", "mime_type")
@@ -122,15 +126,15 @@ def upload(scope: Scope, conversation: Any, name: str, data: bytes) -> str:
     except FileSystemError as exc:
         raise UploadError(f"That name cannot be used: {exc}") from None
     entry = FileEntry.new_persisted_file(path, text)
-    opts = {"scope_key": filesystem_scope(conversation), "base_directory": None}
+    files = conversation_filesystem_scope(scope, conversation)
+    opts = {"scope_key": files, "base_directory": None}
     try:
         DatabasePersistence().write(entry, opts)
     except FileSystemError as exc:
         raise UploadError(str(exc)) from None
-    agent_server.publish_event_from(
-        scope,
-        conversation.pk,
-        "file_updated",
-        {"path": path, "scope": list(filesystem_scope(conversation))},
+    event = {"path": path, "scope": scope_to_json(files)}
+    agent_server.publish_event_from(scope, conversation.pk, "file_updated", event)
+    transaction.on_commit(
+        lambda: loop.submit(publish_file_event(conversation.pk, "file_updated", event))
     )
     return path

@@ -31,8 +31,10 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import escape, format_html
 
 from sagents_django import services
+from sagents_django.core.filesystem.scope import ScopeKey
 from sagents_django.exceptions import InvalidInput
 from sagents_django.models import DisplayMessage
+from sagents_django.runtime.file_scopes import conversation_filesystem_scope
 from sagents_django.runtime.inflight import InFlight
 from sagents_django.scope import Scope
 
@@ -219,6 +221,22 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
     if event == "agent_state_update":
         return resync(scope, cid, None)
     return ""
+
+
+def files_scope(scope: Scope, conversation_id: str) -> ScopeKey | None:
+    """The filesystem scope of the conversation's files (None: not found)."""
+    conversation = services.get_conversation(scope, conversation_id)
+    if conversation is None:
+        return None
+    return conversation_filesystem_scope(scope, conversation)
+
+
+def file_panel(scope: Scope, conversation_id: str) -> str:
+    """The file tree alone: another conversation sharing the files changed them."""
+    conversation = services.get_conversation(scope, conversation_id)
+    if conversation is None:
+        return ""
+    return _partial("file_tree", chat=Chat(scope, conversation), oob=True)
 
 
 def for_list_event(scope: Scope, message: dict[str, Any]) -> str:

@@ -4,7 +4,10 @@
 socket is a viewer, like one of the JSON protocol); ``ws/sagents/html/`` follows
 the user's newest conversations for the list page (live titles and the approvals
 badge; not a viewer: a list is not watching a turn); ``.../<conversation>/debug/``
-is the inspector's debug stream (staff). Signing in and out, viewers and frame
+is the inspector's debug stream (staff). A conversation's socket also joins the
+group of its filesystem scope (``runtime.file_scopes``), so its file panel follows
+the files other conversations sharing that scope change (their own file events
+come through the conversation's group, in order, and are not drawn twice). Signing in and out, viewers and frame
 order are the JSON consumer's (``sockets.AgentConsumerBase``): no signed-in user
 closes with 4401 (and so does its session signing out), a conversation outside the
 user's scope with 4404, before anything of it is sent.
@@ -37,6 +40,7 @@ except ImportError as exc:  # the socket is part of the "channels" extra
     ) from exc
 
 from sagents_django import protocol, services
+from sagents_django.core.filesystem.scope import scope_to_json
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.runtime import agent_server, groups, inflight, layer
 from sagents_django.scope import Scope
@@ -60,6 +64,8 @@ MAX_CLIENT_FRAME = 1024
 class ChatPageConsumer(AgentConsumerBase):
     conversation: str | None = None
     debug = False
+    files_group: str | None = None
+    """The group of the conversation's filesystem scope (``groups.files_group``)."""
     followed: list[str]
     flusher: asyncio.Task[None] | None = None
     pending: list[str]
@@ -93,6 +99,7 @@ class ChatPageConsumer(AgentConsumerBase):
                 await agent_server.asubscribe(scope, cid, self.channel_name)
                 self.conversation = str(cid)
                 self.start_viewing(self.conversation)
+                await self._follow_files(scope, self.conversation)
         except (NotFound, InvalidInput):
             await self.refuse(protocol.CLOSE_NOT_FOUND)
             return
@@ -112,6 +119,15 @@ class ChatPageConsumer(AgentConsumerBase):
             await layer.group_add(groups.conversation_group(row.pk), self.channel_name)
             self.followed.append(str(row.pk))
 
+    async def _follow_files(self, scope: Scope, cid: str) -> None:
+        """Join the group of the conversation's filesystem scope: the file panel
+        follows what other conversations sharing those files change."""
+        files = await database_sync_to_async(fragments.files_scope)(scope, cid)
+        if files is None:
+            return
+        self.files_group = groups.files_group(scope_to_json(files))
+        await layer.group_add(self.files_group, self.channel_name)
+
     async def disconnect(self, code: int) -> None:
         self.closed = True
         if self.flusher is not None:
@@ -125,6 +141,8 @@ class ChatPageConsumer(AgentConsumerBase):
             await layer.group_discard(
                 groups.debug_group(self.conversation), self.channel_name
             )
+        if self.files_group is not None:
+            await layer.group_discard(self.files_group, self.channel_name)
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
@@ -194,6 +212,9 @@ class ChatPageConsumer(AgentConsumerBase):
             return
         if message.get("debug"):
             return
+        if message.get("files"):
+            await self._files_changed(message)
+            return
         if self.conversation is None:
             html = await database_sync_to_async(fragments.for_list_event)(
                 self.agent_scope, message
@@ -203,6 +224,20 @@ class ChatPageConsumer(AgentConsumerBase):
         if message.get("conversation") != self.conversation:
             return
         await self.order(self.conversation, message)
+
+    async def _files_changed(self, message: dict[str, Any]) -> None:
+        """A file of the shared scope changed: the panel is drawn again from the
+        database (whole, so the order of these events does not matter)."""
+        if self.conversation is None or self.agent_scope is None:
+            return
+        if message.get("conversation") == self.conversation and not message.get(
+            "subagent"
+        ):
+            return  # the conversation's own group brought it, in order
+        html = await database_sync_to_async(fragments.file_panel)(
+            self.agent_scope, self.conversation
+        )
+        await self._emit(html)
 
     async def deliver(
         self, key: str, messages: list[dict[str, Any]], *, gap: bool

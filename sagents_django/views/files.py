@@ -27,9 +27,9 @@ def _path(request: HttpRequest) -> str:
 @login_required
 @require_safe
 def open_file(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    _, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id)
     path = _path(request)
-    stored = files.read(found, path)
+    stored = files.read(scope, found, path)
     if stored is None:
         raise Http404("No such file.")
     content, mime = stored
@@ -44,9 +44,9 @@ def open_file(request: HttpRequest, conversation_id: str) -> HttpResponse:
 @login_required
 @require_safe
 def download(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    _, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id)
     path = _path(request)
-    stored = files.read(found, path)
+    stored = files.read(scope, found, path)
     if stored is None:
         raise Http404("No such file.")
     content, _mime = stored

@@ -160,6 +160,9 @@ with override_settings(SAGENTS={"SCOPE": "teams.scope.TeamScope"}):
 findings["titles"] = sorted(
     services.conversation_model().objects.values_list("title", flat=True)
 )
+from sagents_django.runtime.file_scopes import owner_files
+
+findings["owner_files"] = list(owner_files(Scope(owner=blue), blues))
 print(json.dumps(findings))
 """
 
@@ -265,3 +268,10 @@ def test_with_a_team_scope_a_member_uses_the_teams_conversations(
 def test_nothing_was_written_by_the_refused_attempts(findings: dict[str, Any]) -> None:
     # Only the member's create and rename ever happened.
     assert findings["titles"] == ["mine?", "taken"]
+
+
+def test_owner_files_shares_a_teams_files_across_its_conversations(
+    findings: dict[str, Any],
+) -> None:
+    blue = findings["ids"][2]
+    assert findings["owner_files"] == ["team", blue]

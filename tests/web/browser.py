@@ -99,16 +99,22 @@ BROKER = os.environ.get("SAGENTS_TEST_UI_BROKER", "redis://127.0.0.1:6379/11")
 """A Redis database of its own: no other session's worker takes these turns."""
 
 
-def serve(folder: Path, *, delay_ms: int, production: bool = False) -> Iterator[Site]:
+def serve(
+    folder: Path,
+    *,
+    delay_ms: int,
+    production: bool = False,
+    settings: str = "tests.web.site_settings",
+) -> Iterator[Site]:
     """The site in daphne: embedded (SQLite file, in-memory layer, inline turns),
     or ``production`` (a PostgreSQL database of its own, the Redis channel layer,
-    turns on a Celery worker process)."""
+    turns on a Celery worker process); ``settings`` names its settings module."""
     database: Path | str = folder / "db.sqlite3"
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(folder),
         "PYTHONPATH": str(REPO),
-        "DJANGO_SETTINGS_MODULE": "tests.web.site_settings",
+        "DJANGO_SETTINGS_MODULE": settings,
         "DATABASE_URL": f"sqlite:///{database}",
         "SAGENTS_DEMO_DELAY_MS": str(delay_ms),
         "SAGENTS_DRAIN_SECONDS": "0",  # daphne stops without a drain

@@ -1,7 +1,9 @@
-"""Fixtures for the chat pages: two signed-in people and a conversation each."""
+"""Fixtures for the chat pages: two signed-in people and a conversation each, and
+a browser."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -55,3 +57,17 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
 
         monkeypatch.setattr(agent_server, verb, record)
     return calls
+
+
+@pytest.fixture(scope="module")
+def chrome() -> Iterator[Any]:
+    """Debian's chromium through Playwright (``tests.web.browser.launch``), for a
+    module's browser tests (a module defining its own ``chrome`` keeps it)."""
+    from tests.web.browser import launch
+
+    manager, browser = launch()
+    try:
+        yield browser
+    finally:
+        browser.close()
+        manager.stop()

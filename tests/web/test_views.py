@@ -271,8 +271,7 @@ def test_an_upload_lands_in_the_agents_uploads_directory(
     upload = SimpleUploadedFile("../../etc/passwd", b"root", content_type="text/plain")
     response = alice_client.post(url("upload", conversation), {"file": upload}, **HTMX)
     assert response.status_code == 204
-    kind, ident = files.filesystem_scope(conversation)
-    row = StoredFile.objects.get(scope_kind=kind, scope_id=ident)
+    row = StoredFile.objects.get(scope_kind="agent", scope_id=conversation.agent_id)
     assert row.path == "/uploads/passwd" and row.content == "root"
 
 

@@ -14,7 +14,9 @@ fs.read_file("/notes.md").content
 from __future__ import annotations
 
 from .backends import DiskPersistence, MemoryPersistence
+from .callbacks import FilesystemCallbacks
 from .config import FileSystemConfig
+from .debounce import flush_pending_writes
 from .entries import FileEntry, FileMetadata, guess_mime_type
 from .errors import (
     DirectoryNotEmpty,
@@ -52,6 +54,7 @@ __all__ = [
     "FileSystemConfig",
     "FileSystemError",
     "FileSystemState",
+    "FilesystemCallbacks",
     "InvalidEntry",
     "InvalidPath",
     "MemoryPersistence",
@@ -67,6 +70,7 @@ __all__ = [
     "canonical_scope",
     "filesystem_running",
     "flush_all_filesystems",
+    "flush_pending_writes",
     "get_filesystem",
     "guess_mime_type",
     "list_filesystems",

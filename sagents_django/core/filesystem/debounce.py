@@ -1,26 +1,74 @@
 """Debounced writes: a deadline per dirty path and one timer thread per filesystem.
 
 Only configs with ``debounce_ms`` use this (the default is write-through). Sagents
-keeps a timer per file in its GenServer; with no resident process we keep deadlines
-and a single daemon timer that fires at the earliest one, and the runtime calls
-``flush_all`` at step and turn ends, so a dirty file waits at most one step.
+keeps a timer per file in its GenServer and flushes every pending write when the
+server terminates; with no resident process we keep deadlines and a single daemon
+timer that fires at the earliest one, the FileSystem middleware flushes around every
+model call and the runtime at every turn's end, so a dirty file waits at most one
+step. What is still pending when the process stops is stored by ``flush_pending_writes``:
+a Celery worker's shutdown, the runtime loop's exit and a drained web process call
+it, and so does an exit hook installed with the first debounced write (a daemon
+timer dies with the interpreter, and its write with it).
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
+
+_live: weakref.WeakSet[Debouncer] = weakref.WeakSet()
+"""Debouncers of this process (a pending timer keeps its filesystem alive)."""
+_exit_hook = False
+_hook_lock = threading.Lock()
+
+
+def has_pending_writes() -> bool:
+    """Whether any filesystem of this process holds a debounced write (lock-free)."""
+    return any(len(debouncer) for debouncer in list(_live))
+
+
+def flush_pending_writes() -> int:
+    """Store every debounced write this process holds, in every filesystem; how many
+    were stored. A failing one is logged (and stays pending), never raised: this
+    runs while a process stops."""
+    stored = 0
+    for debouncer in list(_live):
+        if not len(debouncer):
+            continue
+        try:
+            stored += debouncer.flush()
+        except Exception:
+            logger.exception("Could not flush pending file writes")
+    return stored
+
+
+def _install_exit_hook() -> None:
+    global _exit_hook
+    with _hook_lock:
+        if not _exit_hook:
+            _exit_hook = True
+            atexit.register(flush_pending_writes)
 
 
 class Debouncer:
     """Pending paths with their deadlines; the owner holds its lock around calls."""
 
-    def __init__(self, fire: Callable[[], None]) -> None:
+    def __init__(
+        self, fire: Callable[[], None], flush: Callable[[], int] | None = None
+    ) -> None:
         self._fire = fire
+        self.flush: Callable[[], int] = flush or (lambda: 0)
+        """The owner's ``flush_all`` (for ``flush_pending_writes``)."""
         self._deadlines: dict[str, float] = {}
         self._timer: threading.Timer | None = None
         self._timer_at = 0.0
+        _live.add(self)
 
     def __contains__(self, path: object) -> bool:
         return path in self._deadlines
@@ -31,6 +79,8 @@ class Debouncer:
     def schedule(self, path: str, delay_ms: int) -> None:
         """(Re)start ``path``'s wait: a new edit postpones its write."""
         deadline = time.monotonic() + delay_ms / 1000
+        if not _exit_hook:
+            _install_exit_hook()
         self._deadlines[path] = deadline
         self._arm(min(self._deadlines.values()))
 

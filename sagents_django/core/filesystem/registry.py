@@ -78,8 +78,9 @@ def stop_filesystem(scope: Any) -> bool:
 
 
 def flush_all_filesystems() -> int:
-    """Flush every filesystem's pending writes (at the end of a turn or a worker's
-    life); returns how many changes were stored."""
+    """Flush the pending writes of every filesystem of the registry; returns how
+    many changes were stored. (``flush_pending_writes`` covers every filesystem of
+    the process, registered or not: what stopping processes call.)"""
     with _lock:
         filesystems = list(_filesystems.values())
     return sum(fs.flush_all() for fs in filesystems)

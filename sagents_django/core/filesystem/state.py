@@ -81,7 +81,7 @@ class FileSystemState(UpdateMixin, MoveMixin, StorageMixin):
         self._default: FileSystemConfig | None = None
         self._entries = EntryIndex(self._size_key)
         self._unlisted: list[FileSystemConfig] = []
-        self._debouncer = Debouncer(self._on_timer)
+        self._debouncer = Debouncer(self._on_timer, self.flush_all)
         self._listeners: list[Listener] = []
         for config in configs:
             self._add_config(config)

@@ -16,6 +16,11 @@ a time budget (``time_budget``, ``limits.FILE_TOOL_TIME_BUDGET`` by default) and
 without holding the GIL for long, so the event loop keeps running. Attaching the
 middleware does no I/O: storage is listed on the first tool call. Changes waiting on
 a debounce are flushed around every model call, so none outlives the turn.
+
+Persistence callbacks (``persistence=``, ``on_write=``, ``on_read=``, ``on_delete=``,
+``on_list=``, with ``context=``, ``cache_reads=`` and ``fail_on_persistence_error=``)
+tell a site's own storage what the tools do (``filesystem.callbacks``); they are
+``persistence_callbacks`` here (``callbacks()`` is every middleware's LLM hook).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ConfigurationError
 from ..filesystem.budget import Deadline
+from ..filesystem.callbacks import PersistenceCallbacks
 from ..filesystem.config import FileSystemConfig
 from ..filesystem.entries import FileEntry
 from ..filesystem.errors import FileSystemError
@@ -109,7 +115,25 @@ class FileSystem(Middleware):
         max_total_size: int | None = DEFAULT_MAX_TOTAL_SIZE,
         max_ls_entries: int = MAX_LS_ENTRIES,
         time_budget: float = FILE_TOOL_TIME_BUDGET,
+        persistence: Any = None,
+        on_write: Callable[..., Any] | None = None,
+        on_read: Callable[..., Any] | None = None,
+        on_delete: Callable[..., Any] | None = None,
+        on_list: Callable[..., Any] | None = None,
+        context: Mapping[str, Any] | None = None,
+        cache_reads: bool = True,
+        fail_on_persistence_error: bool = False,
     ) -> None:
+        persistence_options: dict[str, Any] = {
+            "persistence": persistence,
+            "on_write": on_write,
+            "on_read": on_read,
+            "on_delete": on_delete,
+            "on_list": on_list,
+            "context": context,
+            "cache_reads": cache_reads,
+            "fail_on_persistence_error": fail_on_persistence_error,
+        }
         super().__init__(
             enabled_tools=enabled_tools,
             custom_tool_descriptions=custom_tool_descriptions,
@@ -123,6 +147,7 @@ class FileSystem(Middleware):
             max_total_size=max_total_size,
             max_ls_entries=max_ls_entries,
             time_budget=time_budget,
+            **persistence_options,
         )
         self.enabled_tools = list(ALL_TOOLS if enabled_tools is None else enabled_tools)
         self.custom_tool_descriptions = dict(custom_tool_descriptions or {})
@@ -155,6 +180,8 @@ class FileSystem(Middleware):
                 f"time_budget must be a positive number of seconds, not {time_budget!r}"
             )
         self.time_budget = float(time_budget)
+        self.persistence_callbacks = PersistenceCallbacks(**persistence_options)
+        """The persistence callbacks (falsy when none was given)."""
         self._filesystem = filesystem
         self._refreshed = False
 
@@ -223,6 +250,11 @@ class FileSystem(Middleware):
             "tools": self.enabled_tools,
             "configs": [c.describe() for c in fs.get_persistence_configs().values()],
             "stats": fs.stats(),
+            "callbacks": (
+                self.persistence_callbacks.describe()
+                if self.persistence_callbacks
+                else None
+            ),
         }
 
     # Tools ------------------------------------------------------------------------
@@ -255,6 +287,7 @@ class FileSystem(Middleware):
                     self.filesystem,
                     entry_to_map=self.entry_to_map,
                     max_ls_entries=self.max_ls_entries,
+                    callbacks=self.persistence_callbacks or None,
                 )
                 return operations.by_name()[name](args, deadline)
             except FileSystemError as exc:
