@@ -84,8 +84,11 @@ async def stored(agent_id: str, path: str) -> str:
 
 
 async def test_a_worker_stopped_right_after_a_debounced_edit_stores_it_first(
-    site: FakeOpenAIServer, worker: stacks.Worker
+    worker: stacks.Worker, site: FakeOpenAIServer
 ) -> None:
+    # ``worker`` first: its ``use_redis_broker`` sets the default queue back to the
+    # session's, which ``site`` then points at this module's worker (the other way
+    # round the turn went to the session's worker, whose agent pauses write_file).
     scope, conversation = await new_conversation()
     agent_id = str(conversation.agent_id)
     await sync_to_async(store)(agent_id, "/notes.md", "first draft")
