@@ -43,17 +43,11 @@ def worker(
     production_llm: FakeOpenAIServer,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[stacks.Worker]:
-    stacks.use_redis_broker()
     markers = tmp_path_factory.mktemp("worker-markers")
-    one = stacks.Worker(
+    with stacks.own_worker(
         production_llm, concurrency=4, queue=QUEUE, overrides=mcp_settings(markers)
-    )
-    one.start()
-    try:
+    ) as one:
         yield one
-    finally:
-        one.stop()
-        one.log.unlink(missing_ok=True)
 
 
 @pytest.fixture
@@ -67,14 +61,9 @@ async def mcp_site(
     if request.node.callspec.params["site"] != "production":
         yield site
         return
-    from project.celery import app
-
     request.getfixturevalue("worker")
-    app.conf.task_default_queue = QUEUE
-    try:
+    with stacks.turns_to(QUEUE):
         yield site
-    finally:
-        app.conf.task_default_queue = stacks.QUEUE
 
 
 async def tool_result(conversation: Any, call_id: str) -> DisplayMessage:

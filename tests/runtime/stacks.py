@@ -17,6 +17,7 @@ its address when it starts) and is reset before each test.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -75,6 +76,42 @@ def use_redis_broker() -> None:
 
     app.conf.broker_url = REDIS_URL
     app.conf.task_default_queue = QUEUE
+
+
+@contextlib.contextmanager
+def own_worker(
+    llm: FakeOpenAIServer,
+    *,
+    queue: str,
+    overrides: dict[str, Any],
+    start: bool = True,
+    **options: Any,
+) -> Iterator[Worker]:
+    """A worker process of a test module's own (its queue, its settings), stopped
+    and its log removed at the end. It leaves this process's Celery settings
+    alone: ``turns_to`` sends turns to it."""
+    worker = Worker(llm, queue=queue, overrides=overrides, **options)
+    if start:
+        worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        worker.log.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def turns_to(queue: str) -> Iterator[None]:
+    """This process sends turns to ``queue`` (a module's own worker), then to the
+    session's again."""
+    from project.celery import app
+
+    use_redis_broker()
+    app.conf.task_default_queue = queue
+    try:
+        yield
+    finally:
+        app.conf.task_default_queue = QUEUE
 
 
 def worker_database_url() -> str:

@@ -42,19 +42,15 @@ FACTORY = "tests.runtime.file_agents.build_agent"
 def worker(
     django_db_setup: Any, django_db_blocker: Any, production_llm: FakeOpenAIServer
 ) -> Iterator[stacks.Worker]:
-    stacks.use_redis_broker()
-    started = stacks.Worker(production_llm, queue=QUEUE, overrides={"FACTORY": FACTORY})
-    try:
+    # Started by the test (it is stopped and started again mid-turn).
+    with stacks.own_worker(
+        production_llm, queue=QUEUE, overrides={"FACTORY": FACTORY}, start=False
+    ) as started:
         yield started
-    finally:
-        started.stop()
-        started.log.unlink(missing_ok=True)
 
 
 @pytest.fixture
 async def site(production_llm: FakeOpenAIServer, settings: Any) -> Any:
-    from project.celery import app
-
     production_llm.reset()
     settings.CHANNEL_LAYERS = {"default": stacks.redis_layer()}
     settings.SAGENTS = {
@@ -62,12 +58,9 @@ async def site(production_llm: FakeOpenAIServer, settings: Any) -> Any:
         **stacks.sagents_overrides(production_llm),
         "FACTORY": FACTORY,
     }
-    app.conf.task_default_queue = QUEUE
-    try:
+    with stacks.turns_to(QUEUE):
         yield production_llm
         assert await no_active_runs(60), "a turn was still running after the test"
-    finally:
-        app.conf.task_default_queue = stacks.QUEUE
 
 
 def store(agent_id: str, path: str, content: str) -> None:
@@ -84,11 +77,8 @@ async def stored(agent_id: str, path: str) -> str:
 
 
 async def test_a_worker_stopped_right_after_a_debounced_edit_stores_it_first(
-    worker: stacks.Worker, site: FakeOpenAIServer
+    site: FakeOpenAIServer, worker: stacks.Worker
 ) -> None:
-    # ``worker`` first: its ``use_redis_broker`` sets the default queue back to the
-    # session's, which ``site`` then points at this module's worker (the other way
-    # round the turn went to the session's worker, whose agent pauses write_file).
     scope, conversation = await new_conversation()
     agent_id = str(conversation.agent_id)
     await sync_to_async(store)(agent_id, "/notes.md", "first draft")

@@ -8,6 +8,7 @@ where a site's would: a sync function in a worker thread beside the turn's loop.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from decimal import Decimal
@@ -35,31 +36,23 @@ QUEUE = f"{stacks.QUEUE}-shop"
 def shop_worker(
     django_db_setup: Any, django_db_blocker: Any, production_llm: FakeOpenAIServer
 ) -> Iterator[stacks.Worker]:
-    stacks.use_redis_broker()
-    worker = stacks.Worker(production_llm, queue=QUEUE, overrides={"FACTORY": FACTORY})
-    worker.start()
-    try:
+    with stacks.own_worker(
+        production_llm, queue=QUEUE, overrides={"FACTORY": FACTORY}
+    ) as worker:
         yield worker
-    finally:
-        worker.stop()
-        worker.log.unlink(missing_ok=True)
 
 
 @pytest.fixture(params=stacks.names())
 async def shop_site(request: Any, settings: Any) -> Any:
     """The fake provider of a site whose agent has the shop's tools."""
-    from project.celery import app
-
     llm = use_stack(request, settings)
     settings.SAGENTS = {**settings.SAGENTS, "FACTORY": FACTORY}
-    if request.param == "production":
+    production = request.param == "production"
+    if production:
         request.getfixturevalue("shop_worker")
-        app.conf.task_default_queue = QUEUE
-    try:
+    with stacks.turns_to(QUEUE) if production else contextlib.nullcontext():
         yield llm
         await turns_ended()
-    finally:
-        app.conf.task_default_queue = stacks.QUEUE
 
 
 def two_shops() -> tuple[Scope, dict[str, Order]]:

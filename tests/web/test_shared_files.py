@@ -8,6 +8,7 @@ them."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -44,32 +45,22 @@ def files_worker(
     django_db_setup: Any, django_db_blocker: Any, production_llm: FakeOpenAIServer
 ) -> Iterator[stacks.Worker]:
     """The production stack's worker, with this site's factory and shared files."""
-    stacks.use_redis_broker()
-    worker = stacks.Worker(production_llm, queue=QUEUE, overrides=SITE)
-    worker.start()
-    try:
+    with stacks.own_worker(production_llm, queue=QUEUE, overrides=SITE) as worker:
         yield worker
-    finally:
-        worker.stop()
-        worker.log.unlink(missing_ok=True)
 
 
 @pytest.fixture(params=stacks.names())
 async def site(request: Any, settings: Any) -> AsyncIterator[FakeOpenAIServer]:
     """The fake provider of a site sharing each user's files, on both stacks: on the
     production one the turn runs in a worker process and file events cross Redis."""
-    from project.celery import app
-
     llm: FakeOpenAIServer = use_stack(request, settings)
     settings.SAGENTS = {**settings.SAGENTS, **SITE}
-    if request.param == "production":
+    production = request.param == "production"
+    if production:
         request.getfixturevalue("files_worker")
-        app.conf.task_default_queue = QUEUE
-    try:
+    with stacks.turns_to(QUEUE) if production else contextlib.nullcontext():
         yield llm
         await turns_ended()
-    finally:
-        app.conf.task_default_queue = stacks.QUEUE
 
 
 @pytest.fixture
