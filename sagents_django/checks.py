@@ -21,7 +21,9 @@ fails ``manage.py check`` instead of every turn:
   callable
 - E040 MCP_SERVERS: a server's options are not valid (a command given as a string,
   an unknown option, a bad name or prefix...); E041 MCP_ALLOWED_HOSTS is not a
-  list of host names; E042 an HTTP server's host is not in MCP_ALLOWED_HOSTS
+  list of host names; E042 an HTTP server's host is not in MCP_ALLOWED_HOSTS;
+  E043 MCP_DATABASE_SERVERS is not a bool; E044 MCP_SECRETS is not a dict of
+  secret names to header values (no value is ever quoted)
 - E015 FACTORY cannot be imported or is not callable
 - E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
   them cannot be imported or is not a class
@@ -66,6 +68,8 @@ IDS = {
     "DRAIN_SECONDS": "sagents_django.E030",
     "MCP_SERVERS": "sagents_django.E040",
     "MCP_ALLOWED_HOSTS": "sagents_django.E041",
+    "MCP_DATABASE_SERVERS": "sagents_django.E043",
+    "MCP_SECRETS": "sagents_django.E044",
 }
 """The check id of each key's type check."""
 
@@ -108,6 +112,10 @@ HINTS = {
     '["python", "-m", "docs_server"]}} or {"tickets": {"url": '
     '"https://mcp.example.com/mcp", "headers": {...}}}.',
     "MCP_ALLOWED_HOSTS": 'List host names: ["mcp.example.com"].',
+    "MCP_DATABASE_SERVERS": "True offers the MCP servers of the database's "
+    "StoredMcpServer rows; False (the default) does not.",
+    "MCP_SECRETS": 'Name each secret: {"tickets_token": os.environ['
+    '"TICKETS_TOKEN"]}; a row\'s header names it.',
 }
 
 

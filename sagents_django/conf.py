@@ -92,6 +92,13 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         "MCP_SERVERS": {},
         # The hosts an HTTP MCP server may be on (every request is checked).
         "MCP_ALLOWED_HOSTS": [],
+        # Whether mcp_tools(scope) also offers the MCP servers kept in the
+        # database (StoredMcpServer rows, per user or per tenant, managed in the
+        # admin): HTTP only, on MCP_ALLOWED_HOSTS, their headers naming secrets.
+        "MCP_DATABASE_SERVERS": False,
+        # The secrets those rows' headers name: {"tickets_token": "Bearer ..."}
+        # (read them from the environment in the settings file).
+        "MCP_SECRETS": {},
     }
 )
 
@@ -234,6 +241,34 @@ def _mcp_allowed_hosts(value: Any) -> str | None:
     return hosts_problem(value)
 
 
+def _bool(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    return f"must be True or False, not {value!r}"
+
+
+def _mcp_secrets(value: Any) -> str | None:
+    from sagents_django.mcp.stored import SECRET_NAME
+
+    # The values are secrets: a message names a key, never a value.
+    if not isinstance(value, Mapping):
+        return "must be a dict of secret name to the header value it stands for"
+    for name, secret in value.items():
+        if not isinstance(name, str) or not SECRET_NAME.match(name):
+            return (
+                "must have names of letters, digits and _ (at most 64), not "
+                f"{str(name)[:70]!r}"
+            )
+        if not isinstance(secret, str) or not secret:
+            return f"must have non-empty string values (see {name!r})"
+        if any(ord(c) < 32 or ord(c) == 127 for c in secret):
+            return (
+                f"must have values without line breaks or control characters "
+                f"(see {name!r}): they are sent as HTTP header values"
+            )
+    return None
+
+
 VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
     {
         "MODEL": _model,
@@ -260,6 +295,8 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "DRAIN_SECONDS": _non_negative_number("seconds"),
         "MCP_SERVERS": _mcp_servers,
         "MCP_ALLOWED_HOSTS": _mcp_allowed_hosts,
+        "MCP_DATABASE_SERVERS": _bool,
+        "MCP_SECRETS": _mcp_secrets,
     }
 )
 """Every key's type check; whether SCOPE imports is checked by ``checks.py``."""
@@ -407,6 +444,14 @@ class SagentsSettings:
     @property
     def MCP_ALLOWED_HOSTS(self) -> list[str]:
         return list(valid("MCP_ALLOWED_HOSTS"))
+
+    @property
+    def MCP_DATABASE_SERVERS(self) -> bool:
+        return cast(bool, valid("MCP_DATABASE_SERVERS"))
+
+    @property
+    def MCP_SECRETS(self) -> dict[str, str]:
+        return dict(valid("MCP_SECRETS"))
 
 
 sagents_settings = SagentsSettings()

@@ -417,3 +417,7 @@ class StoredFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope_kind}:{self.scope_id}{self.path}"
+
+
+# Per-user and per-tenant MCP servers: their rules live beside the MCP client.
+from sagents_django.mcp.models import StoredMcpServer as StoredMcpServer  # noqa: E402

@@ -19,6 +19,7 @@ from django.contrib import admin
 from django.contrib.admin import AdminSite
 
 from sagents_django.admin.conversations import AgentRunInline, ConversationAdmin
+from sagents_django.admin.mcp import StoredMcpServerAdmin
 from sagents_django.admin.records import (
     AgentStateAdmin,
     DisplayMessageAdmin,
@@ -33,6 +34,7 @@ from sagents_django.models import (
     DisplayMessage,
     PersistenceFailure,
     StoredFile,
+    StoredMcpServer,
 )
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "PersistenceFailureAdmin",
     "ReadOnlyAdmin",
     "StoredFileAdmin",
+    "StoredMcpServerAdmin",
     "register",
 ]
 
@@ -59,6 +62,7 @@ def register(site: AdminSite) -> None:
     site.register(AgentState, AgentStateAdmin)
     site.register(StoredFile, StoredFileAdmin)
     site.register(PersistenceFailure, PersistenceFailureAdmin)
+    site.register(StoredMcpServer, StoredMcpServerAdmin)
 
 
 register(admin.site)

@@ -23,6 +23,7 @@ from .config import McpServer, parse_servers
 from .connection import CLOSE_SECONDS
 from .registry import on_runtime_loop, registry
 from .status import ServerStatus
+from .stored import servers_for
 from .tools import McpTool
 
 logger = logging.getLogger(__name__)
@@ -49,10 +50,10 @@ def configured_servers() -> tuple[dict[str, McpServer], frozenset[str]]:
 
 def _chosen(
     servers: Iterable[str] | None,
-) -> tuple[list[McpServer], frozenset[str], frozenset[str]]:
+) -> tuple[list[McpServer], frozenset[str], dict[str, McpServer]]:
     configured, hosts = configured_servers()
     if servers is None:
-        return list(configured.values()), hosts, frozenset(configured)
+        return list(configured.values()), hosts, configured
     if isinstance(servers, str):
         servers = [servers]  # one name, not its letters
     chosen = []
@@ -63,7 +64,15 @@ def _chosen(
                 f"{', '.join(sorted(configured)) or 'none'})"
             )
         chosen.append(configured[name])
-    return chosen, hosts, frozenset(configured)
+    return chosen, hosts, configured
+
+
+def _stored(
+    scope: Any, hosts: frozenset[str], configured: dict[str, McpServer]
+) -> list[McpServer]:
+    """The database's servers ``scope`` may use (a database query)."""
+    taken = frozenset(s.prefix for s in configured.values())
+    return servers_for(scope, hosts=hosts, taken=taken)
 
 
 async def _offer(
@@ -75,26 +84,34 @@ async def _offer(
 
 
 def mcp_tools(scope: Any = None, servers: Iterable[str] | None = None) -> list[McpTool]:
-    """The tools of the configured MCP servers (``servers``: only those, by name),
-    for an agent being built (``tools=[*mine, *mcp_tools(scope)]``).
+    """The tools of the MCP servers ``scope`` may use, for an agent being built
+    (``tools=[*mine, *mcp_tools(scope)]``): every server of the settings, and,
+    when ``SAGENTS["MCP_DATABASE_SERVERS"]`` is on, the enabled database rows of
+    the scope's user and of its tenant (``stored``). ``servers`` names settings
+    servers: only those are offered (and no database row).
 
-    ``scope`` is the caller the agent is built for; tools of settings' servers are
-    the same for everyone (gate them by permission or with ``interrupt_on``).
+    Tools of settings' servers are the same for everyone (gate them by permission
+    or with ``interrupt_on``); a row's tools go to its user or tenant only.
     Called on the runtime loop's own thread (from synchronous code running there),
-    it cannot wait: it offers the lists this process already has and reads them
-    again in the background.
+    it can neither wait nor read the database: it offers the settings servers'
+    lists this process already has and reads them again in the background.
     """
     from sagents_django.runtime import loop
 
     chosen, hosts, configured = _chosen(servers)
-    if not chosen:
-        return []
+    names = frozenset(configured)
     if loop.on_runtime_loop():
-        task = asyncio.ensure_future(_offer(chosen, hosts, configured))
+        if not chosen:
+            return []
+        task = asyncio.ensure_future(_offer(chosen, hosts, names))
         _background.add(task)
         task.add_done_callback(_background.discard)
         return registry().offered(chosen)
-    future = loop.submit(_offer(chosen, hosts, configured))
+    if servers is None:
+        chosen += _stored(scope, hosts, configured)
+    if not chosen:
+        return []
+    future = loop.submit(_offer(chosen, hosts, names))
     bound = max(s.connect_timeout + s.timeout for s in chosen) + CLOSE_SECONDS + 5
     try:
         return future.result(timeout=bound)
@@ -108,10 +125,32 @@ async def amcp_tools(
     scope: Any = None, servers: Iterable[str] | None = None
 ) -> list[McpTool]:
     """``mcp_tools`` for async code (any event loop)."""
+    from asgiref.sync import sync_to_async
+
     chosen, hosts, configured = _chosen(servers)
+    if servers is None:
+        chosen += await sync_to_async(_stored)(scope, hosts, configured)
     if not chosen:
         return []
-    return await on_runtime_loop(_offer(chosen, hosts, configured))
+    return await on_runtime_loop(_offer(chosen, hosts, frozenset(configured)))
+
+
+def check_servers(servers: list[McpServer]) -> list[ServerStatus]:
+    """Connect to ``servers`` from this process and list their tools (an
+    operator's "check now"); their statuses after it."""
+    from sagents_django.runtime import loop
+
+    if not servers:
+        return []
+    _, hosts, configured = _chosen(None)
+    future = loop.submit(_offer(servers, hosts, frozenset(configured)))
+    bound = max(s.connect_timeout + s.timeout for s in servers) + CLOSE_SECONDS + 5
+    try:
+        future.result(timeout=bound)
+    except concurrent.futures.TimeoutError:
+        future.cancel()
+    names = {s.name for s in servers}
+    return [s for s in server_statuses() if s.name in names]
 
 
 async def _statuses() -> list[ServerStatus]:

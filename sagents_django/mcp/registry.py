@@ -9,8 +9,10 @@ when the waiting task is cancelled (Stop, a time budget), cancels the call on th
 runtime loop, and the SDK tells the server.
 
 The connections are bounded by the configured servers: one each, replaced when the
-server's settings change, closed when it leaves them. A forked child starts with
-none (a parent's pipes are not its own).
+server's settings change, closed when it leaves them. The database's servers
+(``stored``) are bounded by number: past ``MAX_STORED_CONNECTIONS``, the least
+recently offered is closed. A forked child starts with none (a parent's pipes are
+not its own).
 """
 
 from __future__ import annotations
@@ -30,12 +32,15 @@ from .config import McpServer
 from .connection import Connection, Listing, McpCallFailed, McpUnavailable, ToolGone
 from .results import result_text
 from .status import ServerStatus
+from .stored import is_stored
 from .tools import McpTool, build_tools
 
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+MAX_STORED_CONNECTIONS = 64
+"""Connections to database servers one process keeps open at most."""
 PROGRESS_INTERVAL = 0.25
 """Seconds between two progress events of one call (a server may send many)."""
 
@@ -47,6 +52,9 @@ class Registry:
         self.connections: dict[str, Connection] = {}
         self._tools: dict[str, tuple[Listing, tuple[McpTool, ...]]] = {}
         self._closing: set[asyncio.Task[None]] = set()
+        self._stored: dict[str, tuple[McpServer, frozenset[str]]] = {}
+        """The database servers offered, least recently first (to reopen a
+        closed connection, and to bound them)."""
 
     def connection(self, server: McpServer, hosts: frozenset[str]) -> Connection:
         found = self.connections.get(server.name)
@@ -60,8 +68,20 @@ class Registry:
     def configured(self, names: Iterable[str]) -> None:
         """Close the connections of servers no longer in the settings."""
         keep = set(names)
-        for name in [n for n in self.connections if n not in keep]:
+        for name in [n for n in self.connections if n not in keep and not is_stored(n)]:
             self._retire(self.connections.pop(name))
+
+    def _used(self, server: McpServer, hosts: frozenset[str]) -> None:
+        """Note a database server's offer; close the least recently offered
+        beyond ``MAX_STORED_CONNECTIONS``."""
+        self._stored.pop(server.name, None)
+        self._stored[server.name] = (server, hosts)
+        while len(self._stored) > MAX_STORED_CONNECTIONS:
+            oldest = next(iter(self._stored))
+            del self._stored[oldest]
+            found = self.connections.pop(oldest, None)
+            if found is not None:
+                self._retire(found)
 
     def _retire(self, connection: Connection) -> None:
         self._tools.pop(connection.server.name, None)
@@ -90,6 +110,8 @@ class Registry:
     async def _offer(
         self, server: McpServer, hosts: frozenset[str]
     ) -> tuple[McpTool, ...]:
+        if is_stored(server.name):
+            self._used(server, hosts)
         connection = self.connection(server, hosts)
         listing: Listing | None
         try:
@@ -149,8 +171,14 @@ class Registry:
 
     def _reopen(self, server: str) -> Connection | None:
         """A connection to ``server`` for a tool whose connection was closed
-        (``close_servers``), if the settings still name it."""
+        (``close_servers``), if the settings still name it (a database server:
+        as it was last offered)."""
         from .offer import configured_servers
+
+        if is_stored(server):
+            if server not in self._stored:
+                return None
+            return self.connection(*self._stored[server])
 
         servers, hosts = configured_servers()
         found = servers.get(server)
