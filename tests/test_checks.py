@@ -79,6 +79,8 @@ BAD_VALUES = [
     ("AGENT_PERSISTENCE", None, "sagents_django.E017"),
     ("AGENT_PERSISTENCE", "Persistence", "sagents_django.E017"),
     ("DISPLAY_PERSISTENCE", 3, "sagents_django.E018"),
+    ("MCP_DATABASE_SERVERS", "yes", "sagents_django.E043"),
+    ("MCP_DATABASE_SERVERS", None, "sagents_django.E043"),
 ]
 
 
@@ -168,6 +170,8 @@ GOOD = {
         "tickets": {"url": "https://mcp.example.com/mcp", "tools": ["search"]},
     },
     "MCP_ALLOWED_HOSTS": ["mcp.example.com"],
+    "MCP_DATABASE_SERVERS": True,
+    "MCP_SECRETS": {"tickets_token": "Bearer s3cret"},
 }
 
 
@@ -336,3 +340,22 @@ def test_a_filesystem_scope_that_cannot_be_used_fails_e029(path: str) -> None:
         [message] = sagents_messages()
     assert message.id == "sagents_django.E029"
     assert repr(path) in message.msg
+
+
+@pytest.mark.parametrize(
+    ("secrets", "said"),
+    [
+        ({"token": "Bearer s3cret\r\nX-Evil: 1"}, "line breaks"),
+        ({"token": ""}, "non-empty string values"),
+        ({"bad name": "Bearer s3cret"}, "letters, digits and _"),
+        ("Bearer s3cret", "must be a dict"),
+    ],
+)
+def test_mcp_secrets_fail_e044_without_quoting_a_secret(
+    secrets: Any, said: str
+) -> None:
+    with override_settings(SAGENTS={"MCP_SECRETS": secrets}):
+        [message] = sagents_messages()
+    assert message.id == "sagents_django.E044"
+    assert said in message.msg and "s3cret" not in message.msg
+    assert message.hint

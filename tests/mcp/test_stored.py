@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.core import checks
 from django.core.exceptions import ValidationError
 
 from sagents_django.mcp import mcp_tools, server_statuses
@@ -280,22 +279,3 @@ def test_clean_accepts_a_good_row_and_keeps_the_tenant_as_the_scope_gives_it(
     server.full_clean()
 
     assert server.tenant == str(users["acme"].pk)
-
-
-def test_the_secrets_setting_is_checked_without_quoting_a_value(
-    settings: Any,
-) -> None:
-    from sagents_django.checks import check_sagents_settings
-
-    settings.SAGENTS = {
-        **settings.SAGENTS,
-        "MCP_SECRETS": {"token": f"{SECRET}\r\nX-Evil: 1"},
-        "MCP_DATABASE_SERVERS": "yes",
-    }
-
-    found = {m.id: m.msg for m in check_sagents_settings()}
-
-    assert "line breaks" in found["sagents_django.E044"]
-    assert TOKEN not in found["sagents_django.E044"]
-    assert "True or False" in found["sagents_django.E043"]
-    assert all(isinstance(m, checks.CheckMessage) for m in check_sagents_settings())
