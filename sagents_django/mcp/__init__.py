@@ -41,7 +41,13 @@ the server then connected to, reaching hosts on its own network):
 - headers and environment values never appear in a log line, a status, an event or
   an error (errors are scrubbed of them, and of the URL).
 
-Modules: ``config`` (settings), ``transports`` (stdio and guarded HTTP), ``guard``
+A site may also let users and tenants keep their own HTTP servers in the database
+(``SAGENTS["MCP_DATABASE_SERVERS"]``): ``mcp_tools(scope)`` then adds the rows of
+the scope's user and tenant, held to the same allow-list, their headers naming
+entries of ``SAGENTS["MCP_SECRETS"]`` (``stored``).
+
+Modules: ``config`` (settings), ``stored`` and ``models`` (the database's
+servers), ``transports`` (stdio and guarded HTTP), ``guard``
 (the transport's edge), ``connection`` (one server's session), ``registry`` (this
 process's connections, the tools' calls), ``tools`` (``McpTool``), ``results``
 (what the model reads), ``status`` (for operators), ``offer`` (the factory's door).
