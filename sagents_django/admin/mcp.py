@@ -114,6 +114,7 @@ def row_server(row: StoredMcpServer) -> tuple[McpServer | None, str | None]:
 class StoredMcpServerAdmin(admin.ModelAdmin):
     list_display = ("name", "owner", "host", "enabled", "updated_at")
     list_filter = ("enabled",)
+    list_select_related = ("user",)
     search_fields = ("name", "=tenant")
     raw_id_fields = ("user",)
     fields = ("name", "user", "tenant", "url", "headers", "tools", "enabled", "status")
