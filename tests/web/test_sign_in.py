@@ -131,3 +131,14 @@ def test_a_sign_in_page_on_another_site_is_linked_as_it_is(client: Client) -> No
         html = client.get("/agents/").content.decode()
 
     assert 'href="https://sso.example.com/login?next=/agents/"' in html
+
+
+def test_the_header_sign_in_link_comes_back_to_a_chat_page_never_to_sign_out(
+    client: Client, alice_client: Client
+) -> None:
+    inbox = client.get("/agents/inbox/", follow=True).content.decode()
+    signed_out = alice_client.post("/accounts/logout/").content.decode()
+
+    assert "<nav" not in inbox  # the sign-in page: no link to itself
+    assert '<nav aria-label="Account">' in signed_out
+    assert 'href="/accounts/login/?next=/agents/">Sign in</a>' in signed_out
