@@ -18,6 +18,7 @@ class SagentsDjangoConfig(AppConfig):
         from sagents_django import conf, sign_out
         from sagents_django.checks import (
             check_channel_layer,
+            check_chat_pages_apps,
             check_sagents_settings,
             check_scope_resolves_owner,
         )
@@ -25,6 +26,7 @@ class SagentsDjangoConfig(AppConfig):
         checks.register(check_sagents_settings)
         checks.register(check_channel_layer)
         checks.register(check_scope_resolves_owner)
+        checks.register(check_chat_pages_apps, checks.Tags.urls)
         setting_changed.connect(conf.reset_on_setting_changed)
         user_logged_out.connect(
             sign_out.close_sockets, dispatch_uid="sagents_close_sockets"

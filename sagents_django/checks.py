@@ -31,6 +31,8 @@ fails ``manage.py check`` instead of every turn:
 - W002 Channels is installed but no channel layer is configured: the WebSocket
   endpoints would have nothing to send through
 - E100 the scope class cannot resolve the conversation model's owner
+- E101 the chat pages are mounted but ``django_htmx`` is not in INSTALLED_APPS
+  (every page would fail with "'django_htmx' is not a registered tag library")
 """
 
 from __future__ import annotations
@@ -296,6 +298,34 @@ def check_scope_resolves_owner(**kwargs: Any) -> list[checks.CheckMessage]:
             'and name it in SAGENTS["SCOPE"].',
             obj=model,
             id="sagents_django.E100",
+        )
+    ]
+
+
+def check_chat_pages_apps(**kwargs: Any) -> list[checks.CheckMessage]:
+    """The chat pages load htmx with django-htmx's template tags: a site that
+    mounts them (``include("sagents_django.urls")``) without ``django_htmx`` in
+    INSTALLED_APPS passes every other check and fails on every page. A site that
+    does not mount them (the core, the runtime, the JSON socket) needs nothing."""
+    from django.apps import apps
+    from django.urls import NoReverseMatch, reverse
+
+    if apps.is_installed("django_htmx"):
+        return []
+    try:
+        reverse("sagents_django:home")
+    except NoReverseMatch:
+        return []  # the pages are not mounted
+    except Exception:
+        return []  # a URLconf that fails to load is Django's own check's business
+    return [
+        checks.Error(
+            "The chat pages of sagents_django are mounted (sagents_django.urls), "
+            "but 'django_htmx' is not in INSTALLED_APPS: every page would fail "
+            "with \"'django_htmx' is not a registered tag library\".",
+            hint='Add "django_htmx" to INSTALLED_APPS (it comes with '
+            'pip install "sagents-django[web]", or [full]).',
+            id="sagents_django.E101",
         )
     ]
 

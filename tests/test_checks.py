@@ -359,3 +359,25 @@ def test_mcp_secrets_fail_e044_without_quoting_a_secret(
     assert message.id == "sagents_django.E044"
     assert said in message.msg and "s3cret" not in message.msg
     assert message.hint
+
+
+def test_chat_pages_mounted_without_django_htmx_fail_e101_with_a_hint() -> None:
+    from django.conf import settings
+
+    without = [a for a in settings.INSTALLED_APPS if a != "django_htmx"]
+    with override_settings(INSTALLED_APPS=without):
+        [error] = [m for m in checks.run_checks() if m.id == "sagents_django.E101"]
+        with pytest.raises(SystemCheckError, match=r"sagents_django\.E101"):
+            call_command("check")
+    assert "django_htmx" in error.msg and "registered tag library" in error.msg
+    assert '"django_htmx"' in error.hint and "INSTALLED_APPS" in error.hint
+    assert "sagents_django.E101" not in {m.id for m in checks.run_checks()}
+
+
+def test_without_the_chat_pages_mounted_django_htmx_is_not_required() -> None:
+    from django.conf import settings
+
+    without = [a for a in settings.INSTALLED_APPS if a != "django_htmx"]
+    with override_settings(INSTALLED_APPS=without, ROOT_URLCONF="tests.no_pages_urls"):
+        ids = {m.id for m in checks.run_checks()}
+    assert "sagents_django.E101" not in ids

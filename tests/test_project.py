@@ -168,6 +168,8 @@ def test_the_app_renders_in_a_site_without_base_html_admin_or_sign_in(
     assert b"It works" in response.content
     assert b"Sign in" not in response.content
     assert b"Open the Django admin" not in response.content
+    # No link to a sign-in page nothing serves: what to add instead.
+    assert b"django.contrib.auth.urls" in response.content
 
 
 @pytest.mark.django_db

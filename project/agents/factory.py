@@ -34,8 +34,10 @@ from sagents_django.tool_access import ScopeToolAccess
 SYSTEM_PROMPT = "You are a helpful assistant."
 
 INTERRUPT_ON: dict[str, Any] = {
-    # Tools that pause for a person's approval before they run, for example:
-    # "write_file": True,  (approve, edit or reject)
+    # Tools that pause for a person's approval before they run. Uncomment the first
+    # line to see one with the demo model: its turn stops before it writes
+    # /notes/demo.md and waits for a decision in the chat page and the inbox.
+    # "write_file": True,  # approve, edit or reject
     # "delete_file": {"allowed_decisions": ["approve", "reject"]},
 }
 

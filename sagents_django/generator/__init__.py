@@ -115,8 +115,13 @@ def settings_lines(options: SetupOptions) -> list[str]:
 
 
 def url_lines(options: SetupOptions) -> list[str]:
-    """What to add to the host's root URLconf."""
-    return ['path("", include("sagents_django.urls")),']
+    """What to add to the host's root URLconf: the chat pages where the README
+    mounts them, and Django's sign-in and sign-out views (whose pages the app
+    ships) for a site that has none."""
+    return [
+        'path("agents/", include("sagents_django.urls")),',
+        'path("accounts/", include("django.contrib.auth.urls")),  # sign in and out',
+    ]
 
 
 def _render(name: str, context: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@
     {% sagents_file_panel conversation %}      the agent's files (open, upload)
     {% sagents_approval_inbox %}               every approval waiting for the user
     {% sagents_inbox_count %}                  the header badge
+    {% sagents_sign_in_url as url %}           settings.LOGIN_URL, if served
     {{ text|sagents_markdown }}                sanitized markdown
 
 Each renders a template of the same name under ``sagents_django/partials/``
@@ -101,6 +102,34 @@ def sagents_inbox_count(context: Context) -> SafeString:
         return SafeString("")
     count = approvals.inbox_count(get_scope(request))
     return _render(context, "inbox_count", inbox_count=count)
+
+
+@register.simple_tag
+def sagents_sign_in_url() -> str:
+    """Where ``settings.LOGIN_URL`` leads, or "" when no view of this site serves
+    it: the pages then say how to add one instead of linking to a 404."""
+    from urllib.parse import urlsplit
+
+    from django.conf import settings
+    from django.shortcuts import resolve_url
+    from django.urls import NoReverseMatch, Resolver404, get_script_prefix, resolve
+
+    try:
+        url = str(resolve_url(settings.LOGIN_URL))
+    except NoReverseMatch:
+        return ""
+    parts = urlsplit(url)
+    if parts.netloc:
+        return url  # another site signs people in (single sign-on)
+    prefix = get_script_prefix()
+    path = parts.path
+    if path.startswith(prefix):
+        path = "/" + path[len(prefix) :]
+    try:
+        resolve(path)
+    except Resolver404:
+        return ""
+    return url
 
 
 @register.filter

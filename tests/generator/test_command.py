@@ -63,7 +63,8 @@ def test_the_default_run_writes_the_modules_and_says_what_to_do_next(
     assert f"Wrote 5 files in {tmp_path}:" in out
     assert "  project/agents/coordinator.py\n" in out
     assert 'SAGENTS["FACTORY"] = "project.agents.factory.build_agent"' in out
-    assert 'path("", include("sagents_django.urls")),' in out
+    assert 'path("agents/", include("sagents_django.urls")),' in out
+    assert 'path("accounts/", include("django.contrib.auth.urls")),' in out
     assert "from project.agents.coordinator import start_conversation_session" in out
 
 

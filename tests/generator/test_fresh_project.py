@@ -6,8 +6,10 @@ every step of that section, read from the README's code blocks (each preceded by
 Python is appended to or replaces the named file, or is fed to ``manage.py shell``.
 Only the ``pip install`` line is checked instead of run (this machine installs
 nothing): the app comes from this repository through ``PYTHONPATH``, and the test
-checks that the line names the extra that gives the full stack. The turn runs on
-the offline demo model.
+checks that the line names the extra that gives the full stack. ``createsuperuser``
+asks for a password at a terminal; the test gives it ``--noinput`` and the password
+in ``DJANGO_SUPERUSER_PASSWORD``, Django's way for scripts. The turn runs on the
+offline demo model; then alice signs in, sees it, and signs out.
 """
 
 from __future__ import annotations
@@ -52,18 +54,31 @@ scope = Scope.for_user(get_user_model().objects.get(username="alice"))
 [conversation] = services.list_conversations(scope)
 state = services.load_agent_state(scope, conversation.pk)["state"]
 page = Client().get("/agents/", HTTP_HOST="localhost")
+browser = Client(HTTP_HOST="localhost")
+sign_in = browser.get("/accounts/login/?next=/agents/")
+signed_in = browser.post(
+    "/accounts/login/",
+    {"username": "alice", "password": PASSWORD, "next": "/agents/"},
+    follow=True,
+)
+signed_out = browser.post("/accounts/logout/")
 print(json.dumps({
     "title": state["metadata"].get("conversation_title"),
     "todos": [t.content for t in services.load_todos(scope, conversation.pk)],
     "files": list(StoredFile.objects.values_list("path", flat=True)),
     "display": len(services.load_display_messages(scope, conversation.pk)),
     "page": [page.status_code, "It works" in page.content.decode()],
+    "sign_in_link": 'href="/accounts/login/?next=/agents/"' in page.content.decode(),
+    "sign_in": [sign_in.status_code, "sg-auth" in sign_in.content.decode()],
+    "signed_in": [signed_in.redirect_chain, "First steps" in signed_in.content.decode()],
+    "signed_out": [signed_out.status_code, "Signed out" in signed_out.content.decode()],
     "admin": admin.site.is_registered(type(conversation)),
     "asgi": [type(application).__name__,
              sorted(application.application.application_mapping)],
     "ready": Client().get("/agents/ready/", HTTP_HOST="localhost").json()["ready"],
 }))
 """
+PASSWORD = "a picnic on Saturday"
 
 
 @dataclass(frozen=True)
@@ -98,6 +113,7 @@ def environment(home: Path) -> dict[str, str]:
         "PYTHONPATH": str(REPO),
         "HOME": str(home),
         "SAGENTS_DEMO_DELAY_MS": "0",
+        "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
     }
 
 
@@ -130,6 +146,7 @@ def test_the_section_marks_every_step_it_shows() -> None:
         "replace",
         "run",
         "append",
+        "run",
         "shell",
     ]
 
@@ -156,6 +173,8 @@ def test_a_fresh_project_following_the_readme_runs_a_turn(tmp_path: Path) -> Non
             for line in step.code.splitlines():
                 if line.startswith("cd "):
                     cwd = cwd / line[3:].strip()
+                elif line.startswith("python manage.py createsuperuser"):
+                    sh(f"{line} --noinput", cwd, env)  # the password: env
                 elif line.strip():
                     sh(line, cwd, env)
         elif step.action in ("append", "replace"):
@@ -175,13 +194,24 @@ def test_a_fresh_project_following_the_readme_runs_a_turn(tmp_path: Path) -> Non
     assert "\ncompleted Done! You asked: “Plan a picnic for Saturday”." in printed
     assert "(I am the offline demo model: no API key needed.)" in printed
     found = json.loads(
-        sh("python manage.py shell", cwd, env, stdin=FINDINGS).strip().splitlines()[-1]
+        sh(
+            "python manage.py shell",
+            cwd,
+            env,
+            stdin=f"PASSWORD = {PASSWORD!r}\n{FINDINGS}",
+        )
+        .strip()
+        .splitlines()[-1]
     )
     assert found["title"] == "Plan a picnic for Saturday"
     assert found["todos"] == []  # all three done: the list clears itself
     assert found["files"] == ["/notes", "/notes/demo.md"]
     assert found["display"] > 4
     assert found["page"] == [200, True]
+    assert found["sign_in_link"] is True
+    assert found["sign_in"] == [200, True]
+    assert found["signed_in"] == [[["/agents/", 302]], True]
+    assert found["signed_out"] == [200, True]
     assert found["admin"] is True
     assert found["asgi"] == ["DrainOnSigterm", ["http", "websocket"]]
     assert found["ready"] is True
