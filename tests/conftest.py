@@ -85,6 +85,28 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     socket.create_connection = _original_create_connection
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The README runs the suite on several processes (pytest-xdist, ``--dist
+    loadgroup``): tests are spread one by one, except a module whose tests share a
+    module-scoped fixture (a browser, a served site, a module's own Celery worker),
+    which runs whole on one process so that fixture starts once. Runs before
+    xdist's own hook, which reads the groups."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        # Ours only (a plugin's class-scoped autouse fixtures cost nothing).
+        shared = any(
+            definition.scope in ("module", "class", "package")
+            and definition.baseid.startswith("tests")
+            for definitions in info.name2fixturedefs.values()
+            for definition in definitions
+        )
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 def _check_database_url() -> None:
     """Fail the run at once, with the reason, when DATABASE_URL names a PostgreSQL
     server that does not answer (the alternative is hundreds of identical errors)."""
@@ -108,7 +130,7 @@ def _check_database_url() -> None:
         raise pytest.UsageError(
             f"DATABASE_URL points at PostgreSQL ({config.get('HOST')}:"
             f"{config.get('PORT')}/{config.get('NAME')}) but it cannot be reached: "
-            f"{exc}. Start it (.ci/run does) or unset DATABASE_URL to use SQLite."
+            f"{exc}. Start it (scripts/test-services does) or unset DATABASE_URL to use SQLite."
         ) from exc
 
 

@@ -533,7 +533,7 @@ def test_chunk_delay_spaces_events_and_a_client_hang_up_is_recorded(fake_llm):
     req = fake_llm.requests[0]
     assert req.done.wait(2)
     assert req.outcome == "client_disconnected"
-    assert 0.1 <= elapsed < 0.9
+    assert elapsed >= 0.1  # a lower bound: a delay cannot come early, however busy
 
 
 def test_a_gap_is_a_silent_stretch_before_one_event_then_the_stream_goes_on(fake_llm):
@@ -819,11 +819,8 @@ async def test_litellm_waits_through_a_slow_first_byte(fake_llm):
 async def test_litellm_raises_timeout_when_the_server_stalls_before_any_byte(fake_llm):
     fake_llm.script(fault.stall())
 
-    started = time.monotonic()
     with pytest.raises(litellm.Timeout):
         await lite_stream(fake_llm, timeout=0.5)
-
-    assert time.monotonic() - started < 2
 
 
 @pytest.mark.asyncio
@@ -831,11 +828,9 @@ async def test_litellm_raises_midstream_fallback_error_on_a_mid_stream_stall(fak
     # Not litellm.Timeout: the read timeout after the first chunk is wrapped.
     fake_llm.script(fault.stall(after=reply("partial text that", chunks=3)))
 
-    started = time.monotonic()
     with pytest.raises(MidStreamFallbackError) as info:
         await lite_stream(fake_llm, timeout=0.5)
 
-    assert time.monotonic() - started < 2
     assert not isinstance(info.value, litellm.Timeout)
     assert info.value.generated_content == "partial text that"
     assert isinstance(info.value.original_exception, litellm.APIConnectionError)

@@ -9,12 +9,8 @@ that database; the docs' client code runs in a third, as a reader would run it.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,96 +19,28 @@ import pytest
 import websockets
 
 from tests.docs import marked
+from tests.support import sites
+from tests.support.processes import Daphne
 
 REPO = Path(__file__).resolve().parents[1]
 APP = "project.asgi:application"
-
-SETUP = """
-import json
-import django
-django.setup()
-from django.contrib.auth import get_user_model
-from django.test import Client
-from sagents_django import services
-from sagents_django.scope import Scope
-
-user = get_user_model().objects.create_user(username="reader", password="x")
-conversation = services.create_conversation(Scope.for_user(user))
-client = Client()
-client.force_login(user)
-print(json.dumps({
-    "session": client.cookies["sessionid"].value,
-    "conversation": str(conversation.pk),
-}))
-"""
 
 
 def socket_client_code() -> str:
     return marked("socket-client").code
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def wait_for_port(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, "daphne exited at start-up"
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"daphne did not listen on {port}")
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     folder = tmp_path_factory.mktemp("socket-site")
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(folder),
-        "PYTHONPATH": str(REPO),
-        "DJANGO_SETTINGS_MODULE": "project.settings",
-        "DATABASE_URL": f"sqlite:///{folder / 'db.sqlite3'}",
-        "SAGENTS_DEMO_DELAY_MS": "0",
-        "SAGENTS_DRAIN_SECONDS": "0",  # daphne stops without a drain
-    }
-
-    def run(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, *args],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    run("manage.py", "migrate", "--noinput", "-v", "0")
-    made = json.loads(run("-c", SETUP).strip().splitlines()[-1])
-    port = free_port()
-    log = (folder / "daphne.log").open("wb")
-    daphne = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), APP],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    env = sites.site_env(folder, SAGENTS_DEMO_DELAY_MS="0")
+    sites.migrate(env)
+    made = sites.signed_in(env, "reader")
+    daphne = Daphne(env)
     try:
-        wait_for_port(port, daphne)
-        yield {**made, "port": port, "env": env}
+        yield {**made, "port": daphne.port, "env": env}
     finally:
-        daphne.terminate()
-        daphne.wait(timeout=30)
-        log.close()
+        daphne.stop()
 
 
 def test_the_docs_socket_client_prints_the_streamed_reply_until_the_run_ends(

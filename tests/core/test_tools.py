@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -312,10 +311,8 @@ async def test_a_slow_tool_times_out_quickly_with_an_error_result() -> None:
         await asyncio.sleep(10)
         return "never"
 
-    started = time.monotonic()
     result = await run(make(weather), {"city": "x"}, timeout=0.05)
 
-    assert time.monotonic() - started < 2
     assert result.is_error
     assert "timed out after 0.05 seconds" in result.content
 

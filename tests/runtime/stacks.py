@@ -20,10 +20,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +29,7 @@ import pytest
 from django.db import connection
 
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.support.processes import CeleryWorker
 
 REDIS_URL = os.environ.get("SAGENTS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 SESSION = uuid.uuid4().hex[:8]
@@ -150,44 +147,9 @@ def process_env(
     }
 
 
-class Daphne:
-    """A daphne process serving the project on the production stack."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-        self.log = Path(f"/tmp/sagents-daphne-{SESSION}-{uuid.uuid4().hex[:6]}.log")
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def start(self) -> Daphne:
-        from tests.test_readme_socket import free_port, wait_for_port
-
-        self.port = free_port()
-        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
-        command += ["-p", str(self.port), "project.asgi:application"]
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
-            )
-        wait_for_port(self.port, self.process)
-        return self
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws/sagents/"
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self.log.unlink(missing_ok=True)
-
-
-class Worker:
-    """A Celery worker process running this session's turns."""
+class Worker(CeleryWorker):
+    """A Celery worker process running this session's turns (or a module's own
+    queue), told the session's fake provider and test database when it starts."""
 
     def __init__(
         self,
@@ -198,130 +160,14 @@ class Worker:
         overrides: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
+        super().__init__(env or {}, queue=queue, concurrency=concurrency)
         self.llm = llm
-        self.concurrency = concurrency
-        self.queue = queue
         self.overrides = overrides or {}
-        self.env = env or {}
-        self.log = Path(f"/tmp/sagents-worker-{SESSION}-{uuid.uuid4().hex[:6]}.log")
-        self.process: subprocess.Popen[bytes] | None = None
+        self.extra = env or {}
 
-    def start(self, timeout: float = 60) -> Worker:
-        env = process_env(self.llm, self.queue, self.overrides, self.env)
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "project",
-            "worker",
-            "--pool",
-            "threads",
-            "--concurrency",
-            str(self.concurrency),
-            "--queues",
-            self.queue,
-            "--hostname",
-            f"{self.queue}-{uuid.uuid4().hex[:6]}@%h",
-            "--loglevel",
-            "info",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ]
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + timeout
-        start = len(self.output())
-        while " ready." not in self.output()[start:]:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"The Celery worker did not start:\n{self.output()}")
-            time.sleep(0.1)
-        return self
-
-    def restart(self) -> Worker:
-        """Stop this worker and start a new process in its place."""
-        self.stop()
-        return self.start()
-
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def terminate(self) -> None:
-        """SIGTERM without waiting: a deploy stopping the worker."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        """``kill -9``: the worker dies mid-whatever, as a crashed machine would."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(20)
-        except subprocess.TimeoutExpired:
-            self.kill()
-
-
-class PrivateRedis:
-    """A Redis server of this test's own (restarting the shared one would break
-    every other test session on the machine). With a ``data_dir`` it keeps its data
-    across a restart (every write on disk before it is answered), as a Redis with
-    persistence, or one cut off from the network for a while, would."""
-
-    def __init__(self, data_dir: Path | None = None) -> None:
-        from tests.test_readme_socket import free_port
-
-        self.port = free_port()
-        self.data_dir = data_dir
-        self.process: Any = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> PrivateRedis:
-        import redis
-
-        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
-        command += ["--save", ""]
-        if self.data_dir is None:
-            command += ["--appendonly", "no"]
-        else:
-            command += ["--appendonly", "yes", "--appendfsync", "always"]
-            command += ["--dir", str(self.data_dir)]
-        self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-        for _ in range(200):
-            try:
-                with redis.Redis.from_url(self.url) as client:
-                    client.ping()
-                return self
-            except redis.ConnectionError:
-                assert self.process.poll() is None, "redis-server exited"
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        """``kill -9``: gone at once, as a crashed server would be."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
+    def environment(self) -> dict[str, str]:
+        # Computed at start: the test database exists only once pytest-django made it.
+        return process_env(self.llm, self.queue, self.overrides, self.extra)
 
 
 async def layer_works_again(timeout: float = 30) -> float:

@@ -21,6 +21,7 @@ from sagents_django.runtime import agent_server
 from tests.fakes.openai_server import FakeOpenAIServer, reply
 from tests.runtime import stacks
 from tests.runtime.follow import EMBEDDED, follow, new_conversation, no_active_runs
+from tests.support.processes import PrivateRedis
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -53,8 +54,8 @@ def send_turns_to(url: str, queue: str, transport: str | None = None) -> None:
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[stacks.PrivateRedis]:
-    server = stacks.PrivateRedis().start()
+def broker() -> Iterator[PrivateRedis]:
+    server = PrivateRedis().start()
     try:
         yield server
     finally:
@@ -66,7 +67,7 @@ def worker(
     django_db_setup: Any,
     django_db_blocker: Any,
     production_llm: FakeOpenAIServer,
-    broker: stacks.PrivateRedis,
+    broker: PrivateRedis,
 ) -> Iterator[stacks.Worker]:
     one = stacks.Worker(
         production_llm,
@@ -84,7 +85,7 @@ def worker(
 @pytest.fixture
 async def llm(
     worker: stacks.Worker,
-    broker: stacks.PrivateRedis,
+    broker: PrivateRedis,
     production_llm: FakeOpenAIServer,
     settings: Any,
 ) -> Any:
@@ -119,7 +120,7 @@ async def logged(worker: stacks.Worker, line: str, since: int) -> None:
 
 
 async def test_a_broker_restarted_mid_turn_leaves_the_worker_running_turns(
-    llm: FakeOpenAIServer, worker: stacks.Worker, broker: stacks.PrivateRedis
+    llm: FakeOpenAIServer, worker: stacks.Worker, broker: PrivateRedis
 ) -> None:
     """The broker's Redis dies while the worker holds the turn's unacknowledged
     task and comes back empty: the turn still ends with its whole reply, and the

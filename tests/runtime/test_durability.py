@@ -32,6 +32,7 @@ from sagents_django.runtime import agent_server
 from tests.fakes.openai_server import FakeOpenAIServer, reply, tool_call
 from tests.runtime import stacks
 from tests.runtime.follow import EMBEDDED, follow, new_conversation, no_active_runs
+from tests.support.processes import Daphne, PrivateRedis
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -300,7 +301,7 @@ async def test_a_worker_stopped_for_a_deploy_hands_its_turn_over_at_once(
     first = await site.holder(submission.run_id)
     loop = asyncio.get_running_loop()
 
-    first.terminate()
+    first.sigterm()
     started = loop.time()
     await follower.until("run_started", timeout=30)
     handed_over_in = loop.time() - started
@@ -369,9 +370,9 @@ async def test_database_connections_killed_mid_turn_are_replaced_and_the_turn_en
 @pytest.fixture(scope="module")
 def daphnes(
     workers: list[stacks.Worker], production_llm: FakeOpenAIServer
-) -> Iterator[list[stacks.Daphne]]:
+) -> Iterator[list[Daphne]]:
     env = stacks.process_env(production_llm, QUEUE, FAST)
-    pair = [stacks.Daphne(env).start() for _ in range(2)]
+    pair = [Daphne(env) for _ in range(2)]
     try:
         yield pair
     finally:
@@ -424,7 +425,7 @@ class Client:
 
 
 async def test_a_client_on_one_daphne_sees_a_turn_another_worker_finished_once(
-    site: Site, daphnes: list[stacks.Daphne]
+    site: Site, daphnes: list[Daphne]
 ) -> None:
     import json
 
@@ -437,10 +438,14 @@ async def test_a_client_on_one_daphne_sees_a_turn_another_worker_finished_once(
 
     async with (
         websockets.connect(
-            a.url, origin=f"http://127.0.0.1:{a.port}", additional_headers=headers
+            a.socket_url,
+            origin=f"http://127.0.0.1:{a.port}",
+            additional_headers=headers,
         ) as on_a,
         websockets.connect(
-            b.url, origin=f"http://127.0.0.1:{b.port}", additional_headers=headers
+            b.socket_url,
+            origin=f"http://127.0.0.1:{b.port}",
+            additional_headers=headers,
         ) as on_b,
     ):
         watcher = Client(on_a)
@@ -469,8 +474,8 @@ async def test_a_client_on_one_daphne_sees_a_turn_another_worker_finished_once(
 
 
 @pytest.fixture(scope="module")
-def private_redis() -> Iterator[stacks.PrivateRedis]:
-    server = stacks.PrivateRedis().start()
+def private_redis() -> Iterator[PrivateRedis]:
+    server = PrivateRedis().start()
     try:
         yield server
     finally:
@@ -478,7 +483,7 @@ def private_redis() -> Iterator[stacks.PrivateRedis]:
 
 
 async def test_the_channel_layer_restarted_mid_turn_loses_nothing_stored(
-    site: Site, private_redis: stacks.PrivateRedis, settings: Any
+    site: Site, private_redis: PrivateRedis, settings: Any
 ) -> None:
     """Redis under the channel layer goes away mid-stream and comes back: the turn
     still ends, the database holds the reply once, and the next turn streams."""

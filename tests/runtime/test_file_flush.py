@@ -96,7 +96,7 @@ async def test_a_worker_stopped_right_after_a_debounced_edit_stores_it_first(
     # Within the debounce window: only the worker's memory has the edit.
     assert await stored(agent_id, "/notes.md") == "first draft"
 
-    worker.terminate()  # a deploy: SIGTERM, a warm shutdown
+    worker.sigterm()  # a deploy: SIGTERM, a warm shutdown
     process = worker.process
     assert process is not None
     assert await asyncio.to_thread(process.wait, 60) == 0

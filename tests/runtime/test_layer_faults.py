@@ -7,7 +7,7 @@ gap in ``seq`` that a client following docs/protocol.md sees: whether its number
 could not be taken (the counter's Redis is down) or its send failed after it was
 numbered.
 
-A private ``redis-server`` (``stacks.PrivateRedis``) is the layer, so it can be
+A private ``redis-server`` (``PrivateRedis``) is the layer, so it can be
 stopped and restarted; turns run inline, on this process's runtime loop.
 """
 
@@ -31,6 +31,7 @@ from sagents_django.runtime.publisher import Publisher
 from tests.fakes.openai_server import reply
 from tests.runtime import stacks
 from tests.runtime.follow import EMBEDDED, new_conversation, no_active_runs
+from tests.support.processes import PrivateRedis
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -42,17 +43,17 @@ pytestmark = [
 
 
 @pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[stacks.PrivateRedis]:
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
     """The layer's Redis. It keeps its data across a restart: one that comes back
     empty resets the counters, which a client sees as ``seq`` going backwards."""
-    server = stacks.PrivateRedis(tmp_path).start()
+    server = PrivateRedis(tmp_path).start()
     try:
         yield server
     finally:
         server.stop()
 
 
-def layer_on(*servers: stacks.PrivateRedis) -> dict[str, Any]:
+def layer_on(*servers: PrivateRedis) -> dict[str, Any]:
     return {
         "default": {
             **stacks.redis_layer(),
@@ -62,9 +63,7 @@ def layer_on(*servers: stacks.PrivateRedis) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def layered(
-    private_redis: stacks.PrivateRedis, settings: Any, fake_llm: Any
-) -> Any:
+async def layered(private_redis: PrivateRedis, settings: Any, fake_llm: Any) -> Any:
     """The fake provider of a site whose channel layer is ``private_redis``."""
     settings.CHANNEL_LAYERS = layer_on(private_redis)
     settings.SAGENTS = {
@@ -92,7 +91,7 @@ async def turn(scope: Any, conversation: Any, text: str) -> tuple[Any, AgentRun]
 
 
 async def test_a_turn_sent_after_the_layers_redis_restarted_ends_on_its_first_attempt(
-    layered: Any, private_redis: stacks.PrivateRedis
+    layered: Any, private_redis: PrivateRedis
 ) -> None:
     layered.script(reply("First."), reply("Second."))
     scope, conversation = await new_conversation()
@@ -108,7 +107,7 @@ async def test_a_turn_sent_after_the_layers_redis_restarted_ends_on_its_first_at
 
 
 async def test_a_turn_sent_while_the_layers_redis_is_down_ends_on_its_first_attempt(
-    layered: Any, private_redis: stacks.PrivateRedis
+    layered: Any, private_redis: PrivateRedis
 ) -> None:
     layered.script(reply("First."), reply("Second."), reply("Third."))
     scope, conversation = await new_conversation()
@@ -190,7 +189,7 @@ def assert_every_loss_is_a_gap(
 
 
 async def test_events_that_could_not_be_numbered_leave_a_gap_in_seq(
-    layered: Any, private_redis: stacks.PrivateRedis
+    layered: Any, private_redis: PrivateRedis
 ) -> None:
     cid = str(uuid.uuid4())
     subscriber = await Subscriber(cid).join()
@@ -214,7 +213,7 @@ async def test_events_that_could_not_be_numbered_leave_a_gap_in_seq(
 
 
 async def test_events_lost_last_show_in_the_number_a_resyncing_client_reads(
-    layered: Any, private_redis: stacks.PrivateRedis
+    layered: Any, private_redis: PrivateRedis
 ) -> None:
     """A turn's last events lost unnumbered: no later event shows the gap, so the
     number a client reads on resync (``in_flight.seq``) must."""
@@ -236,7 +235,7 @@ async def test_events_lost_last_show_in_the_number_a_resyncing_client_reads(
 
 
 async def test_a_file_event_published_while_the_layer_is_down_is_counted_not_raised(
-    layered: Any, private_redis: stacks.PrivateRedis
+    layered: Any, private_redis: PrivateRedis
 ) -> None:
     publisher = Publisher(str(uuid.uuid4()))
     data = {"path": "/notes.md", "scope": ["user", "1"]}
@@ -250,8 +249,8 @@ async def test_a_file_event_published_while_the_layer_is_down_is_counted_not_rai
 
 
 @pytest.fixture
-def second_redis() -> Iterator[stacks.PrivateRedis]:
-    server = stacks.PrivateRedis().start()
+def second_redis() -> Iterator[PrivateRedis]:
+    server = PrivateRedis().start()
     try:
         yield server
     finally:
@@ -260,8 +259,8 @@ def second_redis() -> Iterator[stacks.PrivateRedis]:
 
 async def test_events_whose_send_failed_after_numbering_leave_a_gap_in_seq(
     layered: Any,
-    private_redis: stacks.PrivateRedis,
-    second_redis: stacks.PrivateRedis,
+    private_redis: PrivateRedis,
+    second_redis: PrivateRedis,
     settings: Any,
 ) -> None:
     """A layer sharded over two servers: the counter lives on the first, and the

@@ -13,175 +13,39 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-from tests.test_readme_socket import free_port, wait_for_port
-from tests.web.browser import PASSWORD
-
-REPO = Path(__file__).resolve().parents[2]
-APP = "project.asgi:application"
-
-SETUP = """
-import json
-import django
-django.setup()
-from django.contrib.auth import get_user_model
-from django.test import Client
-from sagents_django import services
-from sagents_django.scope import Scope
-
-user = get_user_model().objects.create_user(username="alice", password={password!r})
-conversation = services.create_conversation(Scope.for_user(user))
-client = Client()
-client.force_login(user)
-print(json.dumps({
-    "session": client.cookies["sessionid"].value,
-    "conversation": str(conversation.pk),
-}))
-"""
+from tests.support import sites
+from tests.support.processes import AsgiServer, Daphne, Uvicorn
 
 
 def site_env(folder: Path, **extra: str) -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(folder),
-        "PYTHONPATH": str(REPO),
-        "DJANGO_SETTINGS_MODULE": "tests.web.drain_settings",
-        "DATABASE_URL": f"sqlite:///{folder / 'db.sqlite3'}",
-        "SAGENTS_DEMO_DELAY_MS": "30",
-        "SAGENTS_EXECUTOR": "inline",
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "HF_HUB_OFFLINE": "1",
-        "SAGENTS_DRAIN_SECONDS": "2",
-        **extra,
-    }
+    """A site whose servers drain for two seconds (``tests.web.drain_settings``)."""
+    return sites.site_env(
+        folder,
+        "tests.web.drain_settings",
+        **{"SAGENTS_DEMO_DELAY_MS": "30", "SAGENTS_DRAIN_SECONDS": "2", **extra},
+    )
 
 
 def prepare(env: dict[str, str]) -> dict[str, Any]:
     """Migrate the site's database; a user, a conversation and a session cookie."""
-
-    def run(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, *args],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    run("manage.py", "migrate", "--noinput", "-v", "0")
-    setup = SETUP.replace("{password!r}", repr(PASSWORD))
-    made: dict[str, Any] = json.loads(run("-c", setup).strip().splitlines()[-1])
-    return made
+    sites.migrate(env)
+    return sites.signed_in(env)
 
 
-class Server:
-    """An ASGI server serving the project in a child process, its output in a log
-    file; a subclass names the command."""
-
-    name: ClassVar[str]
-    stopped: ClassVar[int]
-    """The return code of a process that stopped on SIGTERM, drained or not."""
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.port = free_port()
-        self.log = log
-        self._out = log.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", *self.arguments(self.port)],
-            cwd=REPO,
-            env=env,
-            stdout=self._out,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for_port(self.port, self.process)
-
-    @staticmethod
-    def arguments(port: int) -> list[str]:
-        raise NotImplementedError
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def get(self, path: str, method: str = "GET") -> tuple[int, bytes, float]:
-        """Status, body and seconds taken of one request."""
-        return request(self.port, path, method)
-
-    def sigterm(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-
-    def output(self) -> str:
-        self._out.flush()
-        return self.log.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        self._out.close()
+SERVERS: tuple[type[AsgiServer], ...] = (Daphne, Uvicorn)
 
 
-class Daphne(Server):
-    name = "daphne"
-    # Twisted's reactor stops and the command returns.
-    stopped = 0
-
-    @staticmethod
-    def arguments(port: int) -> list[str]:
-        return ["daphne", "-b", "127.0.0.1", "-p", str(port), APP]
-
-
-class Uvicorn(Server):
-    """uvicorn as docs/deploy.md has a site run it (``uvicorn[standard]``: uvloop,
-    httptools, websockets), without per-message compression."""
-
-    name = "uvicorn"
-    # After its graceful shutdown uvicorn restores the default SIGTERM handler and
-    # raises the signal again: the process ends through it (143 in a shell).
-    stopped = -signal.SIGTERM
-
-    @staticmethod
-    def arguments(port: int) -> list[str]:
-        return [
-            "uvicorn",
-            APP,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--ws-per-message-deflate",
-            "false",
-        ]
-
-
-SERVERS: tuple[type[Server], ...] = (Daphne, Uvicorn)
-
-
-def request(port: int, path: str, method: str = "GET") -> tuple[int, bytes, float]:
-    started = time.monotonic()
+def _status(port: int, path: str) -> int:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        connection.request(method, path)
-        response = connection.getresponse()
-        return response.status, response.read(), time.monotonic() - started
+        connection.request("GET", path)
+        return connection.getresponse().status
     finally:
         connection.close()
 
@@ -210,7 +74,7 @@ class Balancer:
         ready = []
         for port in self.backends:
             with contextlib.suppress(OSError):
-                if request(port, "/ready/")[0] == 200:
+                if _status(port, "/ready/") == 200:
                     ready.append(port)
         self.ready = ready
 

@@ -4,7 +4,7 @@ daphne serves the hosting project (a file SQLite database of this module, the
 in-memory channel layer, inline turns, the demo model paced so streaming shows)
 with ``tests.web.site_settings`` (write_file asks for approval). Debian's chromium
 runs headless through Playwright (never a downloaded browser); when it is missing
-the tests fail, never skip: CI installs it (.ci/run).
+the tests fail, never skip: scripts/test-services installs it.
 
 No Django runs in the test process: the site's database is read with sqlite3, so
 Playwright's event loop never meets Django's async-safety check. Screenshots of
@@ -17,29 +17,14 @@ import contextlib
 import json
 import os
 import sqlite3
-import subprocess
-import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.support import sites
+from tests.support.processes import CeleryWorker, Daphne
 
-from tests.test_readme_socket import free_port, wait_for_port
-
-REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-PASSWORD = "correct horse battery staple"
 USERS = ("alice", "bob", "carol")
 
 SETUP = f"""
@@ -48,7 +33,7 @@ django.setup()
 from django.contrib.auth import get_user_model
 User = get_user_model()
 for name in {USERS!r}:
-    User.objects.create_user(name, password={PASSWORD!r}, is_staff=(name == "carol"))
+    User.objects.create_user(name, password={sites.PASSWORD!r}, is_staff=(name == "carol"))
 """
 
 
@@ -80,23 +65,13 @@ class Site:
         ]
 
     def python(self, code: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        return sites.run_python(self.env, "-c", code)
 
 
 POSTGRES = os.environ.get("SAGENTS_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432")
 REDIS = os.environ.get("SAGENTS_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 BROKER = os.environ.get("SAGENTS_TEST_UI_BROKER", "redis://127.0.0.1:6379/11")
-"""A Redis database of its own: no other session's worker takes these turns."""
+"""The broker of the production sites; each site's turns go to a queue of its own."""
 
 
 def serve(
@@ -108,19 +83,12 @@ def serve(
 ) -> Iterator[Site]:
     """The site in daphne: embedded (SQLite file, in-memory layer, inline turns),
     or ``production`` (a PostgreSQL database of its own, the Redis channel layer,
-    turns on a Celery worker process); ``settings`` names its settings module."""
+    turns on a Celery worker process of its own queue); ``settings`` names its
+    settings module."""
+    env = sites.site_env(folder, settings, SAGENTS_DEMO_DELAY_MS=str(delay_ms))
     database: Path | str = folder / "db.sqlite3"
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(folder),
-        "PYTHONPATH": str(REPO),
-        "DJANGO_SETTINGS_MODULE": settings,
-        "DATABASE_URL": f"sqlite:///{database}",
-        "SAGENTS_DEMO_DELAY_MS": str(delay_ms),
-        "SAGENTS_DRAIN_SECONDS": "0",  # daphne stops without a drain
-        "SAGENTS_EXECUTOR": "inline",
-    }
-    name = f"ui_browser_{folder.name.replace('-', '_')[-20:]}_{os.getpid()}"
+    # Unique across the parallel test processes and their temporary folders.
+    name = f"ui_browser_{uuid.uuid4().hex[:12]}"
     if production:
         import psycopg
 
@@ -132,57 +100,27 @@ def serve(
             REDIS_URL=REDIS,
             CELERY_BROKER_URL=BROKER,
             SAGENTS_EXECUTOR="celery",
+            SAGENTS_TEST_QUEUE=name,
         )
-    for name in ("LITELLM_LOCAL_MODEL_COST_MAP", "HF_HUB_OFFLINE"):
-        env[name] = "True" if name.startswith("LITELLM") else "1"
-    site = Site("", database, env)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=REPO,
-        env=env,
-        check=True,
-        timeout=120,
-    )
-    site.python(SETUP)
-    port = free_port()
-    log = (folder / "daphne.log").open("wb")
-    daphne = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "project.asgi:application",
-        ],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    worker = None
-    if production:
-        command = ["celery", "-A", "project", "worker", "--pool", "threads"]
-        worker = subprocess.Popen(
-            [sys.executable, "-m", *command, "--concurrency", "8", "-l", "warning"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    daphne: Daphne | None = None
+    worker: CeleryWorker | None = None
     try:
-        wait_for_port(port, daphne)
-        site.url = f"http://127.0.0.1:{port}"
-        site.ws = f"ws://127.0.0.1:{port}"
+        sites.migrate(env)
+        site = Site("", database, env)
+        site.python(SETUP)
+        daphne = Daphne(env, folder / "daphne.log")
+        if production:
+            worker = CeleryWorker(
+                env, queue=name, concurrency=8, log=folder / "worker.log"
+            )
+            worker.start()
+        site.url = daphne.url
+        site.ws = daphne.url.replace("http://", "ws://")
         yield site
     finally:
         for process in (daphne, worker):
             if process is not None:
-                process.terminate()
-                process.wait(timeout=30)
-        log.close()
+                process.stop()
         if production:
             import psycopg
 
@@ -190,31 +128,10 @@ def serve(
                 admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def launch() -> Any:
-    """Playwright and Debian's chromium: (playwright, browser)."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)"
-        )
-    from playwright.sync_api import sync_playwright
-
-    manager = sync_playwright().start()
-    browser = manager.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    return manager, browser
-
-
-def shot(page: Any, name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / f"{name}.png"
-    # caret="initial": hiding the caret injects a style the CSP (rightly) refuses.
-    page.screenshot(path=str(path), full_page=True, caret="initial")
-    return path
-
-
 def sign_in(page: Any, site: Site, user: str) -> None:
     page.goto(f"{site.url}/accounts/login/")
     page.get_by_label("Username").fill(user)
-    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_label("Password").fill(sites.PASSWORD)
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(f"{site.url}/")
 

@@ -61,9 +61,9 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
 
 @pytest.fixture(scope="module")
 def chrome() -> Iterator[Any]:
-    """Debian's chromium through Playwright (``tests.web.browser.launch``), for a
+    """Debian's chromium through Playwright (``tests.support.browsers.launch``), for a
     module's browser tests (a module defining its own ``chrome`` keeps it)."""
-    from tests.web.browser import launch
+    from tests.support.browsers import launch
 
     manager, browser = launch()
     try:

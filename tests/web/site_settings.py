@@ -3,7 +3,12 @@ the approval-asking factory of ``tests.web.agents``."""
 
 from __future__ import annotations
 
+import os
+
 from project.settings import *  # noqa: F403
 from project.settings import SAGENTS
 
 SAGENTS = {**SAGENTS, "FACTORY": "tests.web.agents.build_agent"}
+# A production site's turns go to a queue of its own (tests.web.browser.serve):
+# sites of parallel test processes share one broker.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("SAGENTS_TEST_QUEUE", "celery")

@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 
+from tests.support.browsers import shot
 from tests.web.browser import (
     Site,
-    launch,
     new_conversation,
     row_ids,
     serve,
-    shot,
     sign_in,
     wait_connected,
 )
@@ -29,16 +28,6 @@ TIMEOUT = 30_000
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     yield from serve(tmp_path_factory.mktemp("chat-site"), delay_ms=60)
-
-
-@pytest.fixture(scope="module")
-def chrome() -> Iterator[Any]:
-    manager, browser = launch()
-    try:
-        yield browser
-    finally:
-        browser.close()
-        manager.stop()
 
 
 @pytest.fixture

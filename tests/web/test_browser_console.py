@@ -19,13 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.web.browser import (
-    PASSWORD,
-    Site,
-    serve,
-    shot,
-    wait_connected,
-)
+from tests.support.browsers import shot
+from tests.support.sites import PASSWORD
+from tests.web.browser import Site, serve, wait_connected
 
 TIMEOUT = 30_000
 REPORT_VIOLATIONS = """

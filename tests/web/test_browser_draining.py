@@ -9,32 +9,13 @@ page shows every row once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.web.balancer import Balancer, Daphne, prepare, site_env
-from tests.web.browser import (
-    Site,
-    launch,
-    new_conversation,
-    row_ids,
-    shot,
-    sign_in,
-    wait_connected,
-)
-
-
-@pytest.fixture(scope="module")
-def chrome() -> Iterator[Any]:
-    manager, browser = launch()
-    try:
-        yield browser
-    finally:
-        browser.close()
-        manager.stop()
+from tests.support.browsers import shot
+from tests.support.processes import Daphne
+from tests.web.balancer import Balancer, prepare, site_env
+from tests.web.browser import Site, new_conversation, row_ids, sign_in, wait_connected
 
 
 def test_a_drained_daphne_hands_the_open_page_to_the_other_one(

@@ -17,13 +17,12 @@ from typing import Any
 import pytest
 
 from sagents_django.core.providers.demo import plan_reply
+from tests.support.browsers import shot
 from tests.web.browser import (
     Site,
-    launch,
     new_conversation,
     row_ids,
     serve,
-    shot,
     sign_in,
     wait_connected,
 )
@@ -72,16 +71,6 @@ def site(request: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sit
         delay_ms=250,
         production=request.param == "production",
     )
-
-
-@pytest.fixture(scope="module")
-def chrome() -> Iterator[Any]:
-    manager, browser = launch()
-    try:
-        yield browser
-    finally:
-        browser.close()
-        manager.stop()
 
 
 def stream_states(page: Any) -> list[str]:

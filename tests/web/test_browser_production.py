@@ -3,7 +3,7 @@ turns on a Celery worker process, with daphne serving the pages (what a deployme
 runs). The same person's flow as on the embedded default: streaming, the plan, an
 approval, a file, a reload showing every row once, a dropped socket resynced.
 
-PostgreSQL and Redis must answer (``.ci/run`` starts them): without them this
+PostgreSQL and Redis must answer (``scripts/test-services`` starts them): without them this
 fails, never skips.
 """
 
@@ -14,14 +14,13 @@ from typing import Any
 
 import pytest
 
+from tests.support.browsers import shot
 from tests.web.browser import (
     DroppingProxy,
     Site,
-    launch,
     new_conversation,
     row_ids,
     serve,
-    shot,
     sign_in,
     wait_connected,
 )
@@ -30,16 +29,6 @@ from tests.web.browser import (
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     yield from serve(tmp_path_factory.mktemp("prod"), delay_ms=60, production=True)
-
-
-@pytest.fixture(scope="module")
-def chrome() -> Iterator[Any]:
-    manager, browser = launch()
-    try:
-        yield browser
-    finally:
-        browser.close()
-        manager.stop()
 
 
 def test_a_turn_on_a_celery_worker_streams_pauses_and_resyncs_through_redis(

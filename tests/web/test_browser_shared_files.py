@@ -9,14 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.web.browser import (
-    Site,
-    new_conversation,
-    serve,
-    shot,
-    sign_in,
-    wait_connected,
-)
+from tests.support.browsers import shot
+from tests.web.browser import Site, new_conversation, serve, sign_in, wait_connected
 
 TIMEOUT = 30_000
 

@@ -16,15 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.web.browser import (
-    Site,
-    launch,
-    new_conversation,
-    serve,
-    shot,
-    sign_in,
-    wait_connected,
-)
+from tests.support.browsers import shot
+from tests.web.browser import Site, new_conversation, serve, sign_in, wait_connected
 
 PAYLOADS = [
     "<script>window.__xss = 'script'</script>",
@@ -90,16 +83,6 @@ CHECK = """() => {
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     yield from serve(tmp_path_factory.mktemp("xss-site"), delay_ms=0)
-
-
-@pytest.fixture(scope="module")
-def chrome() -> Iterator[Any]:
-    manager, browser = launch()
-    try:
-        yield browser
-    finally:
-        browser.close()
-        manager.stop()
 
 
 def clean(page: Any, dialogs: list[str]) -> None:

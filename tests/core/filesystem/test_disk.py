@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -150,10 +149,10 @@ def test_a_fifo_in_the_tree_is_refused_without_hanging(
     disk_root: Path, disk_config: FileSystemConfig
 ) -> None:
     os.mkfifo(disk_root / "pipe")
-    started = time.monotonic()
+    # Opening a FIFO for reading would wait for a writer forever (the suite's
+    # timeout would end the test): it is refused before it is opened.
     with pytest.raises(UnsafePath, match="not a regular file"):
         new_fs(disk_config).read_file("/pipe")
-    assert time.monotonic() - started < 2
 
 
 def test_reserved_names_are_refused_and_not_listed(
