@@ -28,9 +28,9 @@ from django.utils.text import Truncator
 
 from sagents_django.conf import sagents_settings
 from sagents_django.core.exceptions import ConfigurationError
-from sagents_django.mcp.config import McpServer, host_of
+from sagents_django.mcp.config import McpServer, configured_servers, host_of
 from sagents_django.mcp.models import StoredMcpServer
-from sagents_django.mcp.offer import check_servers, configured_servers
+from sagents_django.mcp.offer import check_servers
 from sagents_django.mcp.status import ServerStatus
 from sagents_django.mcp.stored import server_key, server_of
 

@@ -364,3 +364,20 @@ def _idempotent(where: str, value: Any) -> bool | frozenset[str] | None:
             f"{where} idempotent must be None (follow each tool's idempotentHint), "
             f"True, False or a list of tool names, not {value!r}"
         ) from None
+
+
+def configured_servers() -> tuple[dict[str, McpServer], frozenset[str]]:
+    """``SAGENTS["MCP_SERVERS"]`` (checked against ``MCP_ALLOWED_HOSTS``) and the
+    allowed hosts; ``ImproperlyConfigured`` saying what is wrong."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from sagents_django.conf import sagents_settings
+
+    hosts = frozenset(h.lower() for h in sagents_settings.MCP_ALLOWED_HOSTS)
+    try:
+        servers = parse_servers(sagents_settings.MCP_SERVERS, hosts)
+    except ConfigurationError as exc:
+        raise ImproperlyConfigured(
+            f"SAGENTS['MCP_SERVERS'] is not valid: {exc} (`manage.py check` says more)"
+        ) from None
+    return servers, hosts

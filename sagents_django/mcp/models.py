@@ -90,7 +90,7 @@ class StoredMcpServer(models.Model):
     def clean(self) -> None:
         from sagents_django.conf import sagents_settings
 
-        from .offer import configured_servers
+        from .config import configured_servers
 
         errors: dict[str, Any] = {}
         if (self.user_id is None) == (not self.tenant):

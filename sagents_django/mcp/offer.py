@@ -19,7 +19,7 @@ from typing import Any
 
 from sagents_django.core.exceptions import ConfigurationError
 
-from .config import McpServer, parse_servers
+from .config import McpServer, configured_servers
 from .connection import CLOSE_SECONDS
 from .registry import on_runtime_loop, registry
 from .status import ServerStatus
@@ -29,23 +29,6 @@ from .tools import McpTool
 logger = logging.getLogger(__name__)
 
 _background: set[asyncio.Task[Any]] = set()
-
-
-def configured_servers() -> tuple[dict[str, McpServer], frozenset[str]]:
-    """``SAGENTS["MCP_SERVERS"]`` (checked against ``MCP_ALLOWED_HOSTS``) and the
-    allowed hosts; ``ImproperlyConfigured`` saying what is wrong."""
-    from django.core.exceptions import ImproperlyConfigured
-
-    from sagents_django.conf import sagents_settings
-
-    hosts = frozenset(h.lower() for h in sagents_settings.MCP_ALLOWED_HOSTS)
-    try:
-        servers = parse_servers(sagents_settings.MCP_SERVERS, hosts)
-    except ConfigurationError as exc:
-        raise ImproperlyConfigured(
-            f"SAGENTS['MCP_SERVERS'] is not valid: {exc} (`manage.py check` says more)"
-        ) from None
-    return servers, hosts
 
 
 def _chosen(

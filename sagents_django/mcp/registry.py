@@ -173,7 +173,7 @@ class Registry:
         """A connection to ``server`` for a tool whose connection was closed
         (``close_servers``), if the settings still name it (a database server:
         as it was last offered)."""
-        from .offer import configured_servers
+        from .config import configured_servers
 
         if is_stored(server):
             if server not in self._stored:

@@ -38,7 +38,12 @@ def setup(*args: str, **options: Any) -> str:
 
 
 def written(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    """The files under ``root``, but the bytecode Python caches when it imports."""
+    return sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
 
 
 def test_the_project_agents_package_is_the_generators_output(tmp_path: Path) -> None:

@@ -82,7 +82,9 @@ def test_a_page_opened_mid_stream_shows_the_text_so_far_then_the_rest_once(
 ) -> None:
     stack = request.node.callspec.params["site"]
     context = chrome.new_context(viewport={"width": 1100, "height": 800})
-    context.set_default_timeout(30_000)
+    context.set_default_timeout(
+        60_000
+    )  # a cold first turn on a machine busy with the rest of the suite
     context.add_init_script(RECORDER)
     errors: list[str] = []
     try:

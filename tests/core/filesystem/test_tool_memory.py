@@ -28,7 +28,7 @@ from sagents_django.core.filesystem import (
 from sagents_django.core.limits import MAX_FILE_BYTES, REGEX_MAX_MEMORY
 from sagents_django.core.middleware.filesystem import FileSystem
 
-from .test_hostile_tools import a_file, long_lines, long_paths, newlines
+from .hostile import a_file, long_lines, long_paths, newlines
 
 ROOT = Path(__file__).resolve().parents[3]
 FACTOR = 8
