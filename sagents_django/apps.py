@@ -31,3 +31,13 @@ class SagentsDjangoConfig(AppConfig):
         user_logged_out.connect(
             sign_out.close_sockets, dispatch_uid="sagents_close_sockets"
         )
+        # The site's triggers (a ``triggers`` module in any installed app, as the
+        # admin finds ``admin`` modules), and the sweepers starting what waits.
+        from django.utils.module_loading import autodiscover_modules
+
+        from sagents_django import triggers
+        from sagents_django.runtime import sweeper
+
+        autodiscover_modules("triggers")
+        if triggers.drain not in sweeper.chores:
+            sweeper.chores.append(triggers.drain)

@@ -421,3 +421,4 @@ class StoredFile(models.Model):
 
 # Per-user and per-tenant MCP servers: their rules live beside the MCP client.
 from sagents_django.mcp.models import StoredMcpServer as StoredMcpServer  # noqa: E402
+from sagents_django.triggers.models import TriggerEvent as TriggerEvent  # noqa: E402

@@ -75,3 +75,12 @@ def store_pending_files(**_kwargs: Any) -> None:
     from sagents_django.core.filesystem.debounce import flush_pending_writes
 
     flush_pending_writes()
+
+
+@shared_task(name="sagents_django.tasks.run_schedule", ignore_result=True)  # type: ignore[untyped-decorator]
+def run_schedule(name: str) -> int | None:
+    """Celery beat's entry for a trigger schedule (``triggers.beat_schedule``): this
+    slot's start, recorded once; the event's id (None: nothing to start)."""
+    from sagents_django.triggers import run_schedule as record_slot
+
+    return record_slot(name)

@@ -155,3 +155,37 @@ def database_threads(django_db_setup: Any, django_db_blocker: Any) -> Any:
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
+
+
+@pytest.fixture(scope="session")
+def litellm_warmed() -> None:
+    """Import litellm and make one call before the first litellm test of a process.
+
+    The first call imports litellm and sets up its handlers, blocking the event loop
+    for seconds on a busy machine: inside a test's 1-second idle timeout that reads
+    as a stalled stream on every retry.
+    """
+    import asyncio
+    import concurrent.futures
+
+    from sagents_django.core.transports import import_litellm
+
+    litellm = import_litellm()
+
+    async def one_call(server: FakeOpenAIServer) -> None:
+        response = await litellm.acompletion(
+            model=server.model,
+            messages=[{"role": "user", "content": "warm up"}],
+            stream=True,
+            **server.model_params,
+        )
+        async for _chunk in response:
+            pass
+
+    from tests.fakes.openai_server import FakeOpenAIServer, reply
+
+    with FakeOpenAIServer() as server:
+        server.script(reply("warm"))
+        # A thread of its own: an async fixture may ask for it in a running loop.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, one_call(server)).result()

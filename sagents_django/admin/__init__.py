@@ -28,6 +28,7 @@ from sagents_django.admin.records import (
     StoredFileAdmin,
 )
 from sagents_django.admin.runs import AgentRunAdmin
+from sagents_django.admin.triggers import TriggerEventAdmin
 from sagents_django.models import (
     AgentRun,
     AgentState,
@@ -35,6 +36,7 @@ from sagents_django.models import (
     PersistenceFailure,
     StoredFile,
     StoredMcpServer,
+    TriggerEvent,
 )
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "ReadOnlyAdmin",
     "StoredFileAdmin",
     "StoredMcpServerAdmin",
+    "TriggerEventAdmin",
     "register",
 ]
 
@@ -63,6 +66,7 @@ def register(site: AdminSite) -> None:
     site.register(StoredFile, StoredFileAdmin)
     site.register(PersistenceFailure, PersistenceFailureAdmin)
     site.register(StoredMcpServer, StoredMcpServerAdmin)
+    site.register(TriggerEvent, TriggerEventAdmin)
 
 
 register(admin.site)

@@ -8,7 +8,9 @@ Every worker (and every embedded web process) sweeps every ``SWEEP_SECONDS``:
   ended as an error that says why, in the transcript, the admin and the events;
 - a queued run not claimed within ``LEASE_SECONDS`` of being handed over (its task
   was lost: the broker was down, or the process that ran it inline died) is handed
-  over again.
+  over again;
+- each of ``chores`` runs (the apps above the runtime add theirs: the triggers'
+  queue of starts waiting for their rate).
 
 Several sweepers at once are safe: every change is one conditional statement that
 one of them wins, and a run handed over twice is claimed once.
@@ -20,6 +22,7 @@ import asyncio
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -44,6 +47,11 @@ EXHAUSTED = (
     "(last: {owner}), so it was not tried again. Its completed steps are kept; "
     "send a message to go on."
 )
+
+
+chores: list[Callable[[], Any]] = []
+"""Synchronous jobs run on a database thread after each sweep, each on its own (one
+that raises is logged; the others still run)."""
 
 
 @dataclass
@@ -74,6 +82,11 @@ async def sweep_once() -> Sweep:
         found.resubmitted = len(lost)
     if found.requeued or found.ended or found.resubmitted:
         logger.warning("Sweeper: %s", found)
+    for chore in list(chores):
+        try:
+            await db(chore)()
+        except Exception:
+            logger.exception("The sweeper's chore %r failed", chore)
     return found
 
 

@@ -63,6 +63,8 @@ class Entry:
     """An error the person may retry (the last row of a failed turn)."""
     stopped: str = ""
     """Why the message this row ends did not finish (``STOPPED``), else empty."""
+    started_by: str = ""
+    """What started the turn of a message a trigger wrote (``sagents_django.triggers``)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -121,6 +123,12 @@ def _mark_waiting(out: list[Entry], status: str) -> None:
         out[-1].retry = True
 
 
+def _started_by(metadata: dict[str, Any]) -> str:
+    started_by = metadata.get("started_by")
+    label = started_by.get("label") if isinstance(started_by, dict) else None
+    return label if isinstance(label, str) else ""
+
+
 def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
     content = content_of(row)
     base: dict[str, Any] = {
@@ -139,6 +147,7 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
                 text=text,
                 html=render_markdown(text),
                 queued=bool(metadata.get("queued")) and row.message_type == "user",
+                started_by=_started_by(metadata),
                 **base,
             )
         case "thinking":

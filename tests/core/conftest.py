@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sagents_django.core import ChatModel, Tool
-from tests.fakes.openai_server import FakeOpenAIServer, reply
+from tests.fakes.openai_server import FakeOpenAIServer
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -22,35 +22,6 @@ def transport(request: pytest.FixtureRequest) -> str:
     if request.param == "litellm":
         request.getfixturevalue("litellm_warmed")
     return request.param
-
-
-@pytest.fixture(scope="session")
-def litellm_warmed() -> None:
-    """Import litellm and make one call before the first litellm test of a process.
-
-    The first call imports litellm and sets up its handlers, blocking the event loop
-    for seconds on a busy machine: inside a test's 1-second idle timeout that reads
-    as a stalled stream on every retry.
-    """
-    import asyncio
-
-    from sagents_django.core.transports import import_litellm
-
-    litellm = import_litellm()
-
-    async def one_call(server: FakeOpenAIServer) -> None:
-        response = await litellm.acompletion(
-            model=server.model,
-            messages=[{"role": "user", "content": "warm up"}],
-            stream=True,
-            **server.model_params,
-        )
-        async for _chunk in response:
-            pass
-
-    with FakeOpenAIServer() as server:
-        server.script(reply("warm"))
-        asyncio.run(one_call(server))
 
 
 @pytest.fixture

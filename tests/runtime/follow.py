@@ -29,6 +29,7 @@ async def site(request: Any, settings: Any) -> Any:
     """The fake provider of a site running turns on the stack ``request.param``
     (``stacks``: embedded, and production in the PostgreSQL pass)."""
     llm = use_stack(request, settings)
+    request.getfixturevalue("litellm_warmed")  # a cold first call reads as a stall
     if request.param == "production":
         request.getfixturevalue("production_worker")
     yield llm
