@@ -58,7 +58,7 @@ def _append(html: str, target: str = "sg-messages", how: str = "beforeend") -> s
 
 def rows_html(chat: Chat, rows: list[DisplayMessage], *, oob: bool = False) -> str:
     extra = transcript.tool_results_for(chat.conversation.pk, rows)
-    items = transcript.entries(rows, results=extra, status=chat.status)
+    items = chat.annotate(transcript.entries(rows, results=extra, status=chat.status))
     return "".join(_partial("message", e=e, chat=chat, oob=oob) for e in items)
 
 
@@ -200,8 +200,19 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
     if event == "status_changed":
         return _status(chat, data)
     if event == "run_finished":
-        # The status panels follow with its status_changed; the usage changed.
-        return _partial("usage", chat=chat, oob=True)
+        # The status panels follow with its status_changed; the usage changed,
+        # and the turn's last reply now shows the turn's usage.
+        recent = services.load_display_messages(
+            scope, conversation.pk, limit=RECENT_ROWS
+        )
+        replies = [
+            r
+            for r in recent
+            if (r.message_type, r.content_type) == ("assistant", "text")
+        ]
+        return _partial("usage", chat=chat, oob=True) + rows_html(
+            chat, replies, oob=True
+        )
     if event == "run_started":
         recent = services.load_display_messages(
             scope, conversation.pk, limit=RECENT_ROWS
