@@ -56,9 +56,15 @@ def _append(html: str, target: str = "sg-messages", how: str = "beforeend") -> s
     return f'<div hx-swap-oob="{how}:#{target}">{html}</div>'
 
 
-def rows_html(chat: Chat, rows: list[DisplayMessage], *, oob: bool = False) -> str:
+def rows_html(
+    chat: Chat, rows: list[DisplayMessage], *, oob: bool = False, live: bool = False
+) -> str:
+    """``live``: rows an event just brought, drawn from it alone (a new reply has
+    no rating yet, and its turn's usage comes with ``run_finished``)."""
     extra = transcript.tool_results_for(chat.conversation.pk, rows)
-    items = chat.annotate(transcript.entries(rows, results=extra, status=chat.status))
+    items = transcript.entries(rows, results=extra, status=chat.status)
+    if not live:
+        items = chat.annotate(items)
     return "".join(_partial("message", e=e, chat=chat, oob=oob) for e in items)
 
 
@@ -354,7 +360,7 @@ def _row(chat: Chat, data: dict[str, Any], *, updated: bool) -> str:
             parts.append(_partial("message", e=card, chat=chat, oob=True))
             parts.append(_append(_partial("message", e=marker, chat=chat)))
             return "".join(parts)
-    html = rows_html(chat, [row], oob=updated)
+    html = rows_html(chat, [row], oob=updated, live=True)
     parts.append(html if updated else _append(html))
     if row.message_type == "assistant" and row.content_type == "text":
         parts.append(clear_stream())
