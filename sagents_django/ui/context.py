@@ -125,6 +125,14 @@ class Chat:
         return approvals.pending_for(self.scope, self.conversation.pk)
 
     @cached_property
+    def turns(self) -> list[services.TurnUsage]:
+        """The usage of each user turn (its runs summed), the latest
+        ``MAX_RUNS_SHOWN``."""
+        return services.usage_by_turn(self.scope, self.conversation.pk)[
+            -MAX_RUNS_SHOWN:
+        ]
+
+    @cached_property
     def runs(self) -> list[AgentRun]:
         return list(
             AgentRun.objects.filter(conversation_id=self.conversation.pk)
