@@ -249,6 +249,9 @@ class AgentRun(models.Model):
     )
     """USD, from litellm's offline price list; NULL when the run's model has no
     price there (unknown is not free: see ``runtime.usage``)."""
+    model = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    """The agent's model (a litellm model string) that ran the turn; empty for a
+    run that built no agent."""
     metadata = models.JSONField(default=dict, blank=True)
     """The run's request (``runtime.requests.RunRequest``'s JSON form)."""
     next_run = models.ForeignKey(
@@ -417,6 +420,54 @@ class StoredFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope_kind}:{self.scope_id}{self.path}"
+
+
+RATINGS = ("up", "down")
+FEEDBACK_COMMENT_MAX_LENGTH = 2000
+
+
+class ReplyFeedback(models.Model):
+    """A person's thumbs up or down on one reply of the agent, with a comment.
+
+    One row per user and reply (a second rating replaces the first). The reply's
+    conversation and model are copied here when it is rated, so the admin filters
+    and exports without joining the transcript.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        related_name="sagents_feedback",
+    )
+    message = models.ForeignKey(
+        DisplayMessage, on_delete=models.CASCADE, related_name="feedback"
+    )
+    """The reply's display row (an assistant text)."""
+    conversation = models.ForeignKey(
+        CONVERSATION_MODEL, on_delete=models.CASCADE, related_name="feedback"
+    )
+    rating = models.CharField(max_length=8, choices=_choices(RATINGS))
+    comment = models.TextField(
+        blank=True, default="", max_length=FEEDBACK_COMMENT_MAX_LENGTH
+    )
+    model = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    """The model that wrote the reply (its run's), empty when not known."""
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "sagents_reply_feedback"
+        ordering = ("-created_at", "-id")
+        verbose_name_plural = "reply feedback"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "message"], name="sagents_one_feedback_per_reply"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rating} on message {self.message_id}"
 
 
 # Per-user and per-tenant MCP servers: their rules live beside the MCP client.

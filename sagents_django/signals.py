@@ -1,4 +1,10 @@
-"""Lifecycle signals (Sagents' Persistence.Hooks)."""
+"""Lifecycle signals (Sagents' Persistence.Hooks), and feedback on replies.
+
+``feedback_given`` is sent after commit each time a person rates a reply
+(``services.rate_reply``), with ``feedback`` (the ``ReplyFeedback`` row: its user,
+message, conversation, rating, comment and model) and ``created`` (False when the
+person changed an earlier rating): a receiver can feed an evaluation set.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,7 @@ status_changed = Signal()
 run_finished = Signal()
 interrupt_raised = Signal()
 title_generated = Signal()
+feedback_given = Signal()
 
 
 def send_after_commit(signal: Signal, *, sender: Any, **kwargs: Any) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from sagents_django.views import (
+    actions,
     approvals,
     chat,
     conversations,
@@ -18,12 +19,19 @@ urlpatterns = [
     path("new/", conversations.new, name="new"),
     path("inbox/", approvals.inbox, name="inbox"),
     path("inbox/count/", approvals.inbox_count, name="inbox_count"),
+    path("usage/", actions.my_usage, name="my_usage"),
     path("c/<uuid:conversation_id>/", chat.conversation, name="conversation"),
     path("c/<uuid:conversation_id>/older/", chat.older, name="older"),
     path("c/<uuid:conversation_id>/send/", chat.send, name="send"),
     path("c/<uuid:conversation_id>/stop/", chat.stop, name="stop"),
     path("c/<uuid:conversation_id>/retry/", chat.retry, name="retry"),
     path("c/<uuid:conversation_id>/reset/", chat.reset, name="reset"),
+    path(
+        "c/<uuid:conversation_id>/m/<int:message_id>/rate/",
+        actions.rate,
+        name="rate",
+    ),
+    path("c/<uuid:conversation_id>/fork/", actions.fork, name="fork"),
     path("c/<uuid:conversation_id>/decide/", approvals.decide, name="decide"),
     path("c/<uuid:conversation_id>/rename/", conversations.rename, name="rename"),
     path("c/<uuid:conversation_id>/delete/", conversations.delete, name="delete"),

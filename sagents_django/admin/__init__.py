@@ -19,6 +19,7 @@ from django.contrib import admin
 from django.contrib.admin import AdminSite
 
 from sagents_django.admin.conversations import AgentRunInline, ConversationAdmin
+from sagents_django.admin.feedback import ReplyFeedbackAdmin
 from sagents_django.admin.mcp import StoredMcpServerAdmin
 from sagents_django.admin.records import (
     AgentStateAdmin,
@@ -34,6 +35,7 @@ from sagents_django.models import (
     AgentState,
     DisplayMessage,
     PersistenceFailure,
+    ReplyFeedback,
     StoredFile,
     StoredMcpServer,
     TriggerEvent,
@@ -47,6 +49,7 @@ __all__ = [
     "DisplayMessageAdmin",
     "PersistenceFailureAdmin",
     "ReadOnlyAdmin",
+    "ReplyFeedbackAdmin",
     "StoredFileAdmin",
     "StoredMcpServerAdmin",
     "TriggerEventAdmin",
@@ -67,6 +70,7 @@ def register(site: AdminSite) -> None:
     site.register(PersistenceFailure, PersistenceFailureAdmin)
     site.register(StoredMcpServer, StoredMcpServerAdmin)
     site.register(TriggerEvent, TriggerEventAdmin)
+    site.register(ReplyFeedback, ReplyFeedbackAdmin)
 
 
 register(admin.site)

@@ -66,6 +66,8 @@ class Ending:
     """Write the transcript's "cancelled" note."""
     usage: TokenUsage = field(default_factory=TokenUsage)
     cost: Decimal | None = Decimal(0)
+    model: str = ""
+    """The agent's model (stored on the run: feedback and usage name it)."""
     interrupt_data: dict[str, Any] | None = None
     carry_own: bool = False
     """The run's own messages never reached the state: its follow-up takes them."""
@@ -248,6 +250,7 @@ def _end(
         error=ending.error,
         usage=ending.usage,
         cost=ending.cost,
+        model=ending.model,
     )
     follow = None
     if ending.status != "interrupted":

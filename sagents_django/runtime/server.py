@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from . import admission, status, stored_state, subscriptions, waiting
+from . import admission, forks, status, stored_state, subscriptions, waiting
 from .admission import Submission
 from .database import db
 
@@ -81,6 +81,8 @@ class AgentServer:
     publish_event_from = staticmethod(stored_state.publish_event_from)
     publish_debug_event_from = staticmethod(stored_state.publish_debug_event_from)
     save_synthetic_message = staticmethod(stored_state.save_synthetic_message)
+    # Forks
+    fork = staticmethod(forks.fork)
     # Subscriptions (async first: consumers call them)
     asubscribe = staticmethod(subscriptions.asubscribe)
     aunsubscribe = staticmethod(subscriptions.aunsubscribe)
@@ -120,6 +122,7 @@ class AgentServer:
         _async(stored_state.publish_debug_event_from)
     )
     asave_synthetic_message = staticmethod(_async(stored_state.save_synthetic_message))
+    afork = staticmethod(_async(forks.fork))
 
 
 agent_server = AgentServer()

@@ -483,7 +483,11 @@ class Turn:
     def _end_on_database(self, ending: Ending) -> Any:
         # The price comes from litellm's cost map, whose first use imports litellm
         # (seconds): never on the turn's loop, which streams every other turn.
-        ending = replace(ending, cost=cost_of(self.agent, ending.usage))
+        ending = replace(
+            ending,
+            cost=cost_of(self.agent, ending.usage),
+            model=self.agent.model.name if self.agent is not None else "",
+        )
         return end_run(
             self.scope,
             self.agent_run,

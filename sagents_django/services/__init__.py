@@ -13,7 +13,8 @@ Modules: ``conversations`` (CRUD, list, search), ``state`` (agent state, todos),
 ``display`` (display messages), ``tool_calls`` (the tool-call card lifecycle),
 ``validation`` (argument checks and the NUL policy), ``sql`` (the one-statement
 writes PostgreSQL gets for appends and tool-call transitions), ``runs`` (one active
-run per conversation, held while a turn runs), ``failures`` (failed writes recorded
+run per conversation, held while a turn runs), ``feedback`` (ratings of
+replies), ``failures`` (failed writes recorded
 for operators), ``usage`` (tokens and cost summed per conversation and per owner).
 """
 
@@ -43,6 +44,7 @@ from .display import (
     load_display_messages,
 )
 from .failures import record_failure
+from .feedback import feedback_for, rate_reply
 from .runs import (
     active_run,
     begin_run,
@@ -66,11 +68,18 @@ from .tool_calls import (
     record_hitl_decision,
     resolve_interrupted_tool_result,
 )
-from .usage import UsageTotals, usage_by_conversation, usage_totals
+from .usage import (
+    TurnUsage,
+    UsageTotals,
+    usage_by_conversation,
+    usage_by_turn,
+    usage_totals,
+)
 
 __all__ = [
     "ORDERINGS",
     "SearchResult",
+    "TurnUsage",
     "UsageTotals",
     "active_run",
     "append_display_message",
@@ -87,6 +96,7 @@ __all__ = [
     "discard_run",
     "display_message_cursor",
     "fail_tool_call",
+    "feedback_for",
     "finish_run",
     "get_conversation",
     "get_conversation_or_404",
@@ -98,6 +108,7 @@ __all__ = [
     "load_todos",
     "mark_tool_executing",
     "owned_conversations",
+    "rate_reply",
     "record_failure",
     "record_hitl_decision",
     "request_cancel",
@@ -108,5 +119,6 @@ __all__ = [
     "state_revision",
     "update_conversation",
     "usage_by_conversation",
+    "usage_by_turn",
     "usage_totals",
 ]

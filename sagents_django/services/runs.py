@@ -73,13 +73,15 @@ def finish_run(
     error: str = "",
     usage: TokenUsage | None = None,
     cost: Decimal | None = Decimal(0),
+    model: str = "",
 ) -> bool:
     """End an active run with ``status`` (completed, interrupted, cancelled, error),
     which frees the conversation for the next turn. False when the run had already
     ended; NotFound when it is not ``scope``'s.
 
     ``cost`` None (or anything but a finite, non-negative Decimal) is stored as
-    NULL: the run's model has no known price."""
+    NULL: the run's model has no known price. ``model`` names the agent's model
+    (a litellm model string, kept to 255 characters)."""
     status = choice(status, FINAL_STATUSES, what="status")
     if not isinstance(error, str):
         error = str(error)
@@ -94,6 +96,7 @@ def finish_run(
         cost=cost
         if isinstance(cost, Decimal) and cost.is_finite() and cost >= 0
         else None,
+        model=model[:255] if isinstance(model, str) else "",
     )
     if not ended and not runs.exists():
         raise NotFound("run", str(run_id))

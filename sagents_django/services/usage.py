@@ -1,4 +1,9 @@
-"""Token usage and cost summed over runs: per conversation, per owner.
+"""Token usage and cost summed over runs: per conversation, per owner, per user turn.
+
+A user turn is what answers a person's message: the run their message started, and
+the runs that carried that answer on (a resume after an approval, a retry after a
+failure, a dismissal). Runs of a message or of messages queued meanwhile
+(``TURN_STARTS``) begin a new one.
 
 Every run counts, whatever its status: a cancelled or failed turn consumed the
 tokens it reported. A run whose model has no known price stores a NULL cost
@@ -8,16 +13,26 @@ tokens it reported. A run whose model has no known price stores a NULL cost
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 
-from sagents_django.models import COST_QUANTUM, AgentRun
+from sagents_django.models import (
+    ACTIVE_RUN_STATUSES,
+    COST_QUANTUM,
+    AgentRun,
+    DisplayMessage,
+)
 from sagents_django.scope import Scope
 
 from .conversations import owned_ids, require_conversation
+
+TURN_STARTS = ("message", "queued")
+"""Triggers of the runs that answer a person's messages: each begins a user turn."""
+NO_MODEL_TRIGGERS = ("dismiss", "notify", "restore", "update", "reset")
+"""Short runs of verbs that held the conversation without calling the model."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,4 +107,74 @@ def _totals(row: dict[str, Any]) -> UsageTotals:
         # Kept to the runs' own precision (a database's sum may carry more digits).
         cost=Decimal(cost).quantize(COST_QUANTUM) if cost is not None else Decimal(0),
         unpriced_runs=row.get("total_unpriced_runs") or 0,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnUsage:
+    """What one user turn consumed, over all its runs."""
+
+    run_ids: tuple[Any, ...] = field(default_factory=tuple)
+    """Its runs' ids, oldest first (the first answered the person's message)."""
+    usage: UsageTotals = field(default_factory=UsageTotals)
+    active: bool = False
+    """A run of it is queued or running: the figures are not final yet."""
+    reply_id: int | None = None
+    """The display row of the turn's last reply text (None: it wrote none)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_ids": [str(pk) for pk in self.run_ids],
+            "active": self.active,
+            "reply_id": self.reply_id,
+            **self.usage.to_dict(),
+        }
+
+
+def usage_by_turn(scope: Scope, conversation_id: Any) -> list[TurnUsage]:
+    """The usage of each user turn of one conversation, oldest first (NotFound
+    outside ``scope``). Runs of verbs that call no model are left out."""
+    pk = require_conversation(scope, conversation_id, touch=False)
+    runs = (
+        AgentRun.objects.filter(conversation_id=pk)
+        .exclude(trigger__in=NO_MODEL_TRIGGERS)
+        .order_by("created_at", "pk")
+        .values_list("pk", "trigger", "status", "input_tokens", "output_tokens", "cost")
+    )
+    groups: list[list[tuple[Any, ...]]] = []
+    for run in runs:
+        if not groups or run[1] in TURN_STARTS:
+            groups.append([])
+        groups[-1].append(run)
+    last_reply = dict(
+        DisplayMessage.objects.filter(
+            conversation_id=pk,
+            message_type="assistant",
+            content_type="text",
+            run__isnull=False,
+        )
+        .order_by()
+        .values("run_id")
+        .annotate(last=Max("id"))
+        .values_list("run_id", "last")
+    )
+    return [_turn(group, last_reply) for group in groups]
+
+
+def _turn(runs: list[tuple[Any, ...]], last_reply: dict[Any, int]) -> TurnUsage:
+    priced = [run[5] for run in runs if run[5] is not None]
+    replies = [last_reply[run[0]] for run in runs if run[0] in last_reply]
+    return TurnUsage(
+        run_ids=tuple(run[0] for run in runs),
+        reply_id=max(replies) if replies else None,
+        active=any(run[2] in ACTIVE_RUN_STATUSES for run in runs),
+        usage=_totals(
+            {
+                "total_runs": len(runs),
+                "total_input_tokens": sum(run[3] for run in runs),
+                "total_output_tokens": sum(run[4] for run in runs),
+                "total_cost": sum(priced, Decimal(0)),
+                "total_unpriced_runs": len(runs) - len(priced),
+            }
+        ),
     )

@@ -15,13 +15,14 @@ from sagents_django.conf import sagents_settings
 from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.runtime import agent_server
 from sagents_django.scope import Scope
+from sagents_django.services.usage import NO_MODEL_TRIGGERS
 
 from . import approvals, files, transcript
 
 PAGE_SIZE = 100
 """Rows of history a page shows; older ones load on scroll (cursor ``before``)."""
 MAX_RUNS_SHOWN = 50
-VERB_TRIGGERS = ("dismiss", "notify", "restore", "update", "reset")
+VERB_TRIGGERS = NO_MODEL_TRIGGERS
 """Short runs of verbs that held the conversation without a turn: no usage row."""
 
 
@@ -80,7 +81,36 @@ class Chat:
     def entries(self) -> list[transcript.Entry]:
         rows = self.page_rows
         extra = transcript.tool_results_for(self.conversation.pk, rows)
-        return transcript.entries(rows, results=extra, status=self.status)
+        return self.annotate(
+            transcript.entries(rows, results=extra, status=self.status)
+        )
+
+    def annotate(self, items: list[transcript.Entry]) -> list[transcript.Entry]:
+        """``items`` with what the viewer sees on replies: their own rating, and
+        on a turn's last reply the usage of the whole turn."""
+        replies = [e for e in items if e.role == "assistant" and e.kind == "text"]
+        if not replies:
+            return items
+        ratings = self.feedback
+        usage = self.usage_by_reply
+        for item in replies:
+            item.feedback = ratings.get(item.pk)
+            item.usage = usage.get(item.pk)
+        return items
+
+    @cached_property
+    def feedback(self) -> dict[int, Any]:
+        """The viewer's ratings, by display row id."""
+        return services.feedback_for(self.scope, self.conversation.pk)
+
+    @cached_property
+    def usage_by_reply(self) -> dict[int, services.TurnUsage]:
+        """Each finished user turn's usage, by the display row of its last reply."""
+        return {
+            turn.reply_id: turn
+            for turn in services.usage_by_turn(self.scope, self.conversation.pk)
+            if turn.reply_id is not None and not turn.active
+        }
 
     @cached_property
     def todos(self) -> list[Any]:
@@ -93,6 +123,14 @@ class Chat:
     @cached_property
     def approvals(self) -> list[approvals.Request]:
         return approvals.pending_for(self.scope, self.conversation.pk)
+
+    @cached_property
+    def turns(self) -> list[services.TurnUsage]:
+        """The usage of each user turn (its runs summed), the latest
+        ``MAX_RUNS_SHOWN``."""
+        return services.usage_by_turn(self.scope, self.conversation.pk)[
+            -MAX_RUNS_SHOWN:
+        ]
 
     @cached_property
     def runs(self) -> list[AgentRun]:

@@ -56,9 +56,15 @@ def _append(html: str, target: str = "sg-messages", how: str = "beforeend") -> s
     return f'<div hx-swap-oob="{how}:#{target}">{html}</div>'
 
 
-def rows_html(chat: Chat, rows: list[DisplayMessage], *, oob: bool = False) -> str:
+def rows_html(
+    chat: Chat, rows: list[DisplayMessage], *, oob: bool = False, live: bool = False
+) -> str:
+    """``live``: rows an event just brought, drawn from it alone (a new reply has
+    no rating yet, and its turn's usage comes with ``run_finished``)."""
     extra = transcript.tool_results_for(chat.conversation.pk, rows)
     items = transcript.entries(rows, results=extra, status=chat.status)
+    if not live:
+        items = chat.annotate(items)
     return "".join(_partial("message", e=e, chat=chat, oob=oob) for e in items)
 
 
@@ -200,8 +206,19 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
     if event == "status_changed":
         return _status(chat, data)
     if event == "run_finished":
-        # The status panels follow with its status_changed; the usage changed.
-        return _partial("usage", chat=chat, oob=True)
+        # The status panels follow with its status_changed; the usage changed,
+        # and the turn's last reply now shows the turn's usage.
+        recent = services.load_display_messages(
+            scope, conversation.pk, limit=RECENT_ROWS
+        )
+        replies = [
+            r
+            for r in recent
+            if (r.message_type, r.content_type) == ("assistant", "text")
+        ]
+        return _partial("usage", chat=chat, oob=True) + rows_html(
+            chat, replies, oob=True
+        )
     if event == "run_started":
         recent = services.load_display_messages(
             scope, conversation.pk, limit=RECENT_ROWS
@@ -343,7 +360,7 @@ def _row(chat: Chat, data: dict[str, Any], *, updated: bool) -> str:
             parts.append(_partial("message", e=card, chat=chat, oob=True))
             parts.append(_append(_partial("message", e=marker, chat=chat)))
             return "".join(parts)
-    html = rows_html(chat, [row], oob=updated)
+    html = rows_html(chat, [row], oob=updated, live=True)
     parts.append(html if updated else _append(html))
     if row.message_type == "assistant" and row.content_type == "text":
         parts.append(clear_stream())

@@ -28,9 +28,11 @@ STOPPED = {
     "cancelled": "Stopped.",
     "length": "Cut off: the reply reached its length limit.",
     "content_filtered": "Cut off by the provider's content filter.",
-    "stream_error": "Cut off: the connection to the model failed.",
+    "stream_error": "Cut off: the provider's stream broke.",
 }
 """The note beside a reply that did not finish, by its ``stop_reason``."""
+STOP_LABELS = {"cancelled": "stopped"}
+"""The short mark on the reply itself ("cut off" for every other reason)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -65,6 +67,14 @@ class Entry:
     """Why the message this row ends did not finish (``STOPPED``), else empty."""
     started_by: str = ""
     """What started the turn of a message a trigger wrote (``sagents_django.triggers``)."""
+    stop_label: str = ""
+    """The mark on the reply itself: "stopped" or "cut off" (empty: it finished)."""
+    stop_details: str = ""
+    """The provider's words on a cut-off reply, when it gave some."""
+    feedback: Any = None
+    """The viewer's rating of this reply (a ``ReplyFeedback``), if any."""
+    usage: Any = None
+    """On the last reply of a user turn: the turn's ``TurnUsage`` (all its runs)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -138,7 +148,12 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
         "inserted_at": row.inserted_at,
     }
     metadata = row.metadata if isinstance(row.metadata, dict) else {}
-    base["stopped"] = STOPPED.get(str(content.get("stop_reason")), "")
+    reason = str(content.get("stop_reason"))
+    base["stopped"] = STOPPED.get(reason, "")
+    if base["stopped"]:
+        base["stop_label"] = STOP_LABELS.get(reason, "cut off")
+        details = content.get("stop_details")
+        base["stop_details"] = details if isinstance(details, str) else ""
     match row.content_type:
         case "text":
             text = _text(content.get("text"))
@@ -157,7 +172,7 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
             text = _text(content.get("text", content.get("message", "")))
             return Entry(kind="error", text=text, html=render_markdown(text), **base)
         case "notification":
-            base["stopped"] = ""  # the note says it itself
+            base["stopped"] = base["stop_label"] = ""  # the note says it itself
             return Entry(kind="notification", text=_text(content.get("text")), **base)
         case "tool_call":
             call_id = call_id_of(row)

@@ -10,6 +10,7 @@ from sagents_django.models import (
     AgentState,
     DisplayMessage,
     PersistenceFailure,
+    ReplyFeedback,
 )
 from sagents_django.scope import Scope
 
@@ -60,4 +61,5 @@ def snapshot() -> tuple[list[dict[str, Any]], ...]:
         list(DisplayMessage.objects.order_by("pk").values()),
         list(AgentRun.objects.order_by("pk").values()),
         list(PersistenceFailure.objects.order_by("pk").values()),
+        list(ReplyFeedback.objects.order_by("pk").values()),
     )

@@ -29,6 +29,13 @@ def last_run(conversation: Any) -> Any:
     return AgentRun.objects.filter(conversation=conversation).first().pk
 
 
+def reply_of(conversation: Any) -> Any:
+    replies = DisplayMessage.objects.filter(
+        conversation=conversation, message_type="assistant", content_type="text"
+    )
+    return replies.last().pk
+
+
 CASES: dict[str, tuple[Call, Any]] = {
     # name: (call with (scope, conversation), what a stranger gets)
     "get_conversation": (lambda s, c: services.get_conversation(s, c.pk), None),
@@ -145,6 +152,12 @@ CASES: dict[str, tuple[Call, Any]] = {
         services.UsageTotals(),
     ),
     "usage_by_conversation": (lambda s, c: services.usage_by_conversation(s), {}),
+    "usage_by_turn": (lambda s, c: services.usage_by_turn(s, c.pk), NotFound),
+    "rate_reply": (
+        lambda s, c: services.rate_reply(s, reply_of(c), rating="up", comment="x"),
+        NotFound,
+    ),
+    "feedback_for": (lambda s, c: services.feedback_for(s, c.pk), NotFound),
     # The same calls naming the conversation explicitly.
     "mark_tool_executing in a conversation": (
         lambda s, c: services.mark_tool_executing(s, CALL, conversation_id=c.pk),
@@ -187,6 +200,7 @@ def owned_world(scope: Scope, conversation: Any) -> Any:
         envelope(todos=[{"id": "t1", "content": "Book hotel", "status": "pending"}]),
     )
     services.append_text_message(scope, conversation.pk, "user", "Paris in May?")
+    services.append_text_message(scope, conversation.pk, "assistant", "Mild.")
     tool_call_row(scope, conversation, CALL)
     tool_call_row(scope, conversation, HELD)
     tool_result_row(scope, conversation, HELD, interrupted=True)

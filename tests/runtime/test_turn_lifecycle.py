@@ -273,7 +273,7 @@ async def test_a_reply_cut_off_mid_stream_is_stored_as_cut_off(site: Any) -> Non
     assert partial.content["stop_details"]
     # The chat page says so beside the text.
     page = await sync_to_async(client_page)(scope, conversation)
-    assert "Cut off: the connection to the model failed." in page
+    assert "Cut off: the provider&#x27;s stream broke." in page
 
 
 # Approvals ----------------------------------------------------------------------

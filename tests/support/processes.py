@@ -73,7 +73,9 @@ class Process:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(10)
 
-    def stop(self, timeout: float = 30) -> None:
+    def stop(self, timeout: float = 10) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` seconds (a test's process has
+        nothing to keep: no drain, unless a test waits for one itself)."""
         if not self.alive():
             return
         assert self.process is not None
@@ -96,7 +98,11 @@ class AsgiServer(Process):
         super().__init__(env, log)
         self.port = free_port()
         self.process: subprocess.Popen[bytes] = self.spawn(self.arguments(self.port))
-        wait_for_port(self.port, self.process)
+        try:
+            wait_for_port(self.port, self.process)
+        except BaseException:
+            self.kill()  # never leave a server behind that nobody will stop
+            raise
 
     @staticmethod
     def arguments(port: int) -> list[str]:

@@ -65,10 +65,11 @@ new MutationObserver(() => {
 
 @pytest.fixture(scope="module", params=["embedded", "production"])
 def site(request: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    # Slow words: a second page has time to open while the first message streams.
+    # Slow words: a second page has time to open while the first message streams,
+    # even on a machine busy with the rest of the suite (11 words: 6.6 s).
     yield from serve(
         tmp_path_factory.mktemp("late-joiner"),
-        delay_ms=250,
+        delay_ms=600,
         production=request.param == "production",
     )
 

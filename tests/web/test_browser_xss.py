@@ -1,8 +1,9 @@
 """An XSS corpus through every way text reaches the chat pages, in a real browser.
 
 Payloads go in as a person's messages (which the demo model echoes into its reply,
-its file and the generated title), as a title typed by the person, as the name of
-an uploaded file, and as tool calls, tool results and errors written to the
+its file and the generated title), as a title typed by the person (and the title and
+note of a fork of it), as a feedback comment, as the name of an uploaded file, and
+as tool calls, tool results and errors written to the
 transcript (what a hostile tool or model could produce). Every page that shows
 them is opened; nothing may run (no dialog, no ``window.__xss``), and the DOM may
 hold no event-handler attribute, no ``javascript:`` link and no script but ours.
@@ -140,6 +141,28 @@ def test_no_payload_of_the_corpus_runs_on_any_chat_page(
         wait_connected(page)
         clean(page, dialogs)
         shot(page, "20-xss-conversation")
+
+        # A feedback comment of the corpus, drawn by htmx and again on reload.
+        rate = page.locator(".sg-rate").last
+        rate.locator("summary").click()
+        rate.locator("textarea").fill(CORPUS)
+        rate.get_by_role("button", name="Bad reply").click()
+        page.locator(".sg-rated", has_text="rated bad").wait_for()
+        clean(page, dialogs)
+        page.reload()
+        wait_connected(page)
+        clean(page, dialogs)
+        # A fork: its title and its note carry the payload title.
+        page.locator(".sg-fork button").last.click()
+        page.wait_for_url(lambda url: "/c/" in url and cid not in url)
+        wait_connected(page)
+        page.locator(".sg-note", has_text="Forked from").wait_for()
+        clean(page, dialogs)
+        shot(page, "22-xss-fork")
+        page.goto(f"{site.url}/usage/")
+        clean(page, dialogs)
+        page.goto(f"{site.url}/c/{cid}/")
+        wait_connected(page)
 
         for link in page.locator("#sg-files a[href*='/files/open/']").all()[:6]:
             href = link.get_attribute("href")

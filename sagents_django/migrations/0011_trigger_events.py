@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sagents_django', '0009_mcp_servers'),
+        ('sagents_django', '0010_feedback_and_run_model'),
     ]
 
     operations = [
