@@ -106,6 +106,24 @@
     if (any) { d.headers["X-CSRFToken"] = any.value; }
   });
 
+  // The same for a pushed form the browser itself sends (htmx may not have taken a
+  // form the socket swapped in): it gets the page's token before it leaves.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form || form.tagName !== "FORM" || form.method.toLowerCase() !== "post") { return; }
+    var own = form.querySelector("input[name=csrfmiddlewaretoken]");
+    if (own && own.value) { return; }
+    var any = document.querySelector("input[name=csrfmiddlewaretoken]");
+    if (!any || !any.value) { return; }
+    if (!own) {
+      own = document.createElement("input");
+      own.type = "hidden";
+      own.name = "csrfmiddlewaretoken";
+      form.appendChild(own);
+    }
+    own.value = any.value;
+  }, true);
+
   // Forms: errors shown beside the form, cleared and reset on success.
   function errorBox(form) { return form && form.querySelector(".sg-form-error"); }
   document.addEventListener("htmx:responseError", function (event) {
