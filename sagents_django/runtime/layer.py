@@ -194,15 +194,19 @@ def pubsub_frame(group: str, message: dict[str, Any]) -> Frame | None:
     than the counter), or a serializer whose output does not hold the placeholder
     as msgpack's plain bytes (encryption, JSON)."""
     layer = get_layer()
-    if layer is None or not _plain_pubsub(layer.__class__) or not _one_host():
+    if layer is None or not _plain_pubsub(layer.__class__):
+        return None
+    config = _layer_config()
+    if len(config.get("hosts") or [None]) != 1:
         return None
     payload = layer.serialize(message)
     offset = payload.find(_PLACEHOLDER_BYTES)
     if offset < 0 or payload.count(_PLACEHOLDER_BYTES) != 1:
         return None
-    return Frame(
-        channel=layer._get_group_channel_name(group), payload=payload, offset=offset
-    )
+    # The layer's name for a group's channel (channels_redis is pinned, and
+    # tests/runtime/test_inflight.py holds this to the layer's own).
+    channel = f"{config.get('prefix', 'asgi')}__group__{group}"
+    return Frame(channel=channel, payload=payload, offset=offset)
 
 
 @functools.lru_cache(maxsize=16)
@@ -217,15 +221,14 @@ def _plain_pubsub(cls: Any) -> bool:
         issubclass(cls, RedisPubSubChannelLayer)
         and getattr(cls, "group_send", None) is None
         and cls.serialize is RedisPubSubChannelLayer.serialize
-        and cls._get_layer is RedisPubSubChannelLayer._get_layer
     )
 
 
-def _one_host() -> bool:
+def _layer_config() -> dict[str, Any]:
     from django.conf import settings
 
-    config = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {})
-    return len((config.get("CONFIG") or {}).get("hosts") or [None]) == 1
+    default = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {})
+    return dict(default.get("CONFIG") or {})
 
 
 async def next_seq(conversation_id: str) -> int:

@@ -268,6 +268,19 @@ async def test_beside_the_pubsub_layer_one_script_numbers_buffers_and_publishes(
     assert (now.seq, now.run_id, now.text) == (seqs[-1], "r", "one three")
 
 
+async def test_a_frame_goes_to_the_channel_the_layer_names_for_its_group(
+    pubsub: Any,
+) -> None:
+    """The runtime names the group's channel as channels_redis does (a private
+    method of the pinned version: an upgrade that renames channels fails here)."""
+    _, channels, _ = pubsub
+    group = groups.conversation_group(uuid.uuid4())
+    frame = layer.pubsub_frame(group, {"seq": layer.SEQ_PLACEHOLDER})
+
+    assert frame is not None
+    assert frame.channel == channels._get_group_channel_name(group)
+
+
 async def test_a_frame_whose_data_holds_the_placeholder_is_numbered_then_sent(
     pubsub: Any,
 ) -> None:
