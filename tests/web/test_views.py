@@ -202,8 +202,14 @@ def test_delete_asks_first_then_deletes(
     [
         ({}, b"choose approve, edit or reject"),
         ({"decision-0": "maybe"}, b"choose approve, edit or reject"),
-        ({"decision-0": "edit", "arguments-0": "{not json"}, b"not JSON"),
-        ({"decision-0": "edit", "arguments-0": "[1, 2]"}, b"JSON object"),
+        (
+            {"decision-0": "edit", "arguments-0": "{not json", "decision-1": "reject"},
+            b"not JSON",
+        ),
+        (
+            {"decision-0": "edit", "arguments-0": "[1, 2]", "decision-1": "reject"},
+            b"JSON object",
+        ),
         ({"decision-0": "edit", "arguments-0": "x" * 100_001}, b"too long"),
         ({"decision-0": "reject", "message-0": "x" * 10_001}, b"too long"),
         ({"decision-0": "approve"}, b"Action 2"),
