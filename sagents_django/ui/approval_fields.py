@@ -22,7 +22,9 @@ from typing import Any, Literal
 
 from django.http import QueryDict
 
-FieldKind = Literal["text", "textarea", "integer", "number", "select", "checkbox", "json"]
+FieldKind = Literal[
+    "text", "textarea", "integer", "number", "select", "checkbox", "json"
+]
 
 MAX_FIELDS = 40
 """More properties than this: the whole-JSON box (a form that long reads worse)."""
@@ -85,9 +87,7 @@ def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def fields_for(
-    schema: Any, arguments: dict[str, Any]
-) -> list[Field] | None:
+def fields_for(schema: Any, arguments: dict[str, Any]) -> list[Field] | None:
     """The fields of ``arguments`` under ``schema``, or None: the whole-JSON box."""
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         return None
@@ -115,9 +115,11 @@ def fields_for(
         if kind == "select":
             enum = prop["enum"]
             item.choices = [(f"e{i}", _label(v)) for i, v in enumerate(enum)]
-            item.value = next(
-                (f"e{i}" for i, v in enumerate(enum) if _same(v, value)), ""
-            ) if name in arguments else ""
+            item.value = (
+                next((f"e{i}" for i, v in enumerate(enum) if _same(v, value)), "")
+                if name in arguments
+                else ""
+            )
         elif kind == "checkbox":
             item.checked = value is True
         elif kind in ("integer", "number"):
@@ -216,7 +218,9 @@ def _parse(item: Field, raw: str, prop: dict[str, Any]) -> Any:
         raise ValueError(f"Not valid JSON ({exc}).") from None
 
 
-def _check(schema: dict[str, Any], arguments: dict[str, Any], fields: list[Field]) -> bool:
+def _check(
+    schema: dict[str, Any], arguments: dict[str, Any], fields: list[Field]
+) -> bool:
     """``arguments`` against ``schema``: errors go beside their fields."""
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError

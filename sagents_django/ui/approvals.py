@@ -107,7 +107,9 @@ def requests_of(interrupt_data: Any) -> list[Request]:
     ]
 
 
-def with_previews(scope: Scope, conversation: Any, requests: list[Request]) -> list[Request]:
+def with_previews(
+    scope: Scope, conversation: Any, requests: list[Request]
+) -> list[Request]:
     """``requests``, each file call with the diff of what it would change."""
     for r in requests:
         r.preview = previews.preview(scope, conversation, r.tool_name, r.values)
@@ -163,7 +165,9 @@ def inbox_count(scope: Scope) -> int:
     return int(_waiting(scope).count())
 
 
-def decisions_from_post(post: QueryDict, requests: list[Request]) -> list[dict[str, Any]]:
+def decisions_from_post(
+    post: QueryDict, requests: list[Request]
+) -> list[dict[str, Any]]:
     """The decisions a form posted for ``requests`` (their fields keep what was
     typed: on ``FieldErrors`` the form is drawn again from them)."""
     if not requests:

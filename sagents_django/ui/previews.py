@@ -35,7 +35,9 @@ class Preview:
     """Said instead of, or after, the diff (a new file, an edit that finds nothing)."""
 
 
-def preview(scope: Any, conversation: Any, tool: str, arguments: dict[str, Any]) -> Preview | None:
+def preview(
+    scope: Any, conversation: Any, tool: str, arguments: dict[str, Any]
+) -> Preview | None:
     """The diff of a ``write_file``/``edit_file`` call (None for any other call)."""
     if tool not in ("write_file", "edit_file"):
         return None
@@ -45,13 +47,17 @@ def preview(scope: Any, conversation: Any, tool: str, arguments: dict[str, Any])
     found = files.read(scope, conversation, path)
     before = found[0] if found is not None else None
     if before is not None and len(before) > MAX_FILE_CHARS:
-        return Preview(path=path, lines=[], note="The file is too large to show a diff.")
+        return Preview(
+            path=path, lines=[], note="The file is too large to show a diff."
+        )
     if tool == "write_file":
         after = arguments.get("content")
         if not isinstance(after, str):
             return None
         if len(after) > MAX_FILE_CHARS:
-            return Preview(path=path, lines=[], note="The new content is too large to show.")
+            return Preview(
+                path=path, lines=[], note="The new content is too large to show."
+            )
         note = "A new file." if before is None else ""
         return _diff(path, before or "", after, note)
     if before is None:
