@@ -143,7 +143,11 @@
     if (!event.detail.successful || !elt || elt.tagName !== "FORM") { return; }
     var box = errorBox(elt);
     if (box) { box.textContent = ""; }
-    if (elt.hasAttribute("data-reset")) { elt.reset(); }
+    if (elt.hasAttribute("data-reset")) {
+      elt.reset();
+      var text = elt.querySelector("#sg-text");
+      if (text) { text.style.height = ""; }
+    }
     // After sending, and after deciding on an approval (its form goes away),
     // the message box has the focus again.
     if (elt.id === "sg-send" || elt.classList.contains("sg-approval")) { focusComposer(); }
