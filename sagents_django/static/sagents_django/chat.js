@@ -85,8 +85,12 @@
     event.detail.socketWrapper.send(JSON.stringify({ action: "resync", after: lastRowId() }));
   });
   document.addEventListener("htmx:wsClose", function (event) {
-    if (!chatSocket(event)) { return; }
     var code = event.detail.event && event.detail.event.code;
+    if (!chatSocket(event)) {
+      // The sidebar's socket: no message of its own, but it follows a deploy too.
+      if (code === 4503) { reconnect(event); }
+      return;
+    }
     // 4401: no signed-in session, or it signed out (in this tab or another).
     if (code === 4401) {
       setConnection("You are signed out: sign in again to go on.");
@@ -103,11 +107,14 @@
     // reconnect here, after a random pause that spreads a page's clients over a
     // second; the load balancer sends the new socket to another process, and the
     // page resyncs as on every open.
+    if (code === 4503) { reconnect(event); }
+  });
+  function reconnect(event) {
     var wrapper = event.detail.socketWrapper;
-    if (code === 4503 && wrapper && wrapper.reconnect && document.body.contains(event.target)) {
+    if (wrapper && wrapper.reconnect && document.body.contains(event.target)) {
       setTimeout(function () { wrapper.reconnect(); }, 100 + Math.random() * 900);
     }
-  });
+  }
 
   // Forms the socket pushed (an approval form) were rendered without a request,
   // so without a CSRF token: send the page's token as the header Django reads.
