@@ -40,7 +40,9 @@ def main() -> None:
         return
     os.environ.setdefault("SAGENTS_DEMO_DELAY_MS", "0")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    url = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
+    url = os.environ.get(
+        "BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test"
+    )
     with bench_database(
         options.database,
         postgres_url=url,
