@@ -198,7 +198,9 @@ def test_the_theme_switch_is_remembered_and_the_sidebar_folds(
     # Renaming: the tab's title and the sidebar follow.
     page.get_by_text("Rename").click()
     page.get_by_label("New title").fill("Renamed <b>here</b>")
-    page.get_by_role("button", name="Save").click()
+    # Enter sends the form (a click on Save once met a page still laying out under
+    # the full suite's load: "<html> intercepts pointer events").
+    page.get_by_label("New title").press("Enter")
     page.locator("#sg-title-text", has_text="Renamed").wait_for()
     page.wait_for_function("() => document.title.startsWith('Renamed <b>here</b>')")
     assert nav.locator(f"#sg-title-{cid}").inner_text() == "Renamed <b>here</b>"
