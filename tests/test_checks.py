@@ -172,6 +172,12 @@ GOOD = {
     "MCP_ALLOWED_HOSTS": ["mcp.example.com"],
     "MCP_DATABASE_SERVERS": True,
     "MCP_SECRETS": {"tickets_token": "Bearer s3cret"},
+    "RETENTION_DAYS": 30,
+    "RETENTION_FOR": "tests.lifecycle.plans.retention_for",
+    "RETENTION_DELETES": "contents",
+    "LIFECYCLE_BATCH": 10,
+    "EXPORT_INLINE_MAX_ROWS": 100,
+    "EXPORT_STORAGE": "default",
 }
 
 
