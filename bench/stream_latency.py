@@ -275,7 +275,8 @@ async def measure(
         if args.profile:  # py-spy (pip install py-spy) samples the first worker
             spy = subprocess.Popen(
                 ["py-spy", "record", "-p", str(stacks[0].worker_pids[0]), "-r", "200",
-                 "-f", "raw", "-o", f"{args.profile}.{name}", "--nonblocking"],
+                 "-f", "raw", "-o", f"{args.profile}.{name}", "--nonblocking",
+                 *(["--gil"] if args.profile_gil else [])],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         rows: dict[tuple[int, int], list[dict[str, Any]]] = {}
@@ -406,6 +407,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--profile", metavar="FILE", help="py-spy's collapsed stacks of the worker"
     )
+    parser.add_argument(
+        "--profile-gil", action="store_true",
+        help="sample only the thread holding the GIL (the worker's Python CPU)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         args.n, args.rounds, args.alone, args.floor = [1, 20], 1, 3, 50

@@ -11,6 +11,7 @@ from sagents_django.views import (
     files,
     health,
     inspector,
+    preferences,
 )
 
 app_name = "sagents_django"
@@ -43,6 +44,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/files/download/", files.download, name="download"),
     path("c/<uuid:conversation_id>/files/upload/", files.upload, name="upload"),
     path("c/<uuid:conversation_id>/inspect/", inspector.inspector, name="inspector"),
+    path("theme/", preferences.theme, name="theme"),
     path("ready/", health.ready, name="ready"),
     path("live/", health.live, name="live"),
 ]

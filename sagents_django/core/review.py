@@ -13,7 +13,7 @@ as approved.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +76,10 @@ async def check_pre_tool_hitl(ex: Execution) -> AgentResult | None:
     if not claimed:
         return None
     interrupt = HITLInterrupt(
-        action_requests=[claimed[c.call_id] for c in calls if c.call_id in claimed]
+        action_requests=_with_schemas(
+            [claimed[c.call_id] for c in calls if c.call_id in claimed],
+            ex.agent.tools_by_name,
+        )
     )
     data = interrupt.to_dict()
     ex.state = replace(ex.state, interrupt_data=data)
@@ -105,6 +108,20 @@ def _own_requests(
         seen.add(request.tool_call_id)
         own.append(replace(request, middleware_id=entry.id))
     return own
+
+
+def _with_schemas(
+    requests: Sequence[ActionRequest], tools: Mapping[str, Any]
+) -> list[ActionRequest]:
+    """Each request with its tool's JSON schema, unless the middleware gave one."""
+    out = []
+    for request in requests:
+        found = tools.get(request.tool_name)
+        schema = getattr(found, "parameters", None)
+        if request.parameters is None and isinstance(schema, dict):
+            request = replace(request, parameters=schema)
+        out.append(request)
+    return out
 
 
 async def resume_hitl(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
@@ -38,6 +39,7 @@ from sagents_django.exceptions import RunConflict
 from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.persistence import DjangoDisplayMessagePersistence, record_failure
 from sagents_django.scope import Scope
+from sagents_django.services.sql import unit
 
 from . import checkpoints, runs
 from .events_out import signal_after_commit
@@ -192,7 +194,7 @@ def end_run(
     for pause in (*RETRIES, None):
         try:
             with transaction.atomic():
-                return _end(scope, run, ending, display, context)
+                return end_within(scope, run, ending, display=display, context=context)
         except Exception as exc:
             if pause is not None:
                 logger.warning("Ending run %s failed; trying again", run.pk)
@@ -222,13 +224,37 @@ def end_run(
     return Ended(run_id=str(run.pk), trigger=run.trigger, ending=ending, saved=False)
 
 
-def _end(
+def end_with_state(
     scope: Scope,
     run: AgentRun,
     ending: Ending,
-    display: Any,
-    context: PersistenceContext | None,
+    *,
+    save: Callable[[], Any],
+    signals: list[tuple[str, dict[str, Any]]],
+    display: Any = None,
+    context: PersistenceContext | None = None,
+) -> tuple[Any, Ended]:
+    """A turn's last save (``save()``, fenced by its lease) and its ending in one
+    transaction: one commit and one database hop fewer than the save, then
+    ``end_run``. The lifecycle ``signals`` that came between the two go after the
+    commit, before the ending's own. Raises on any failure, with nothing written:
+    the caller then saves and ends apart, with ``end_run``'s retries."""
+    with unit():
+        row = save()
+        for name, kwargs in signals:
+            signal_after_commit(name, **kwargs)
+        return row, end_within(scope, run, ending, display=display, context=context)
+
+
+def end_within(
+    scope: Scope,
+    run: AgentRun,
+    ending: Ending,
+    *,
+    display: Any = None,
+    context: PersistenceContext | None = None,
 ) -> Ended:
+    """The ending's writes, in the caller's transaction (``end_run`` retries it)."""
     pk = run.conversation_id
     # The conversation first, then the run, as admission takes them: a message
     # arriving now either queues on this run or starts after its follow-up.

@@ -31,6 +31,7 @@ import asyncio
 import json
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -69,8 +70,21 @@ elseif op == 'end_run' then
 elseif op == 'todos' then
   redis.call('SET', KEYS[4], ARGV[2], 'EX', ARGV[4])
 end
+if ARGV[6] then
+  local n, digits = seq, {}
+  for i = 8, 1, -1 do
+    digits[i] = string.char(n % 256)
+    n = math.floor(n / 256)
+  end
+  local frame, at = ARGV[7], tonumber(ARGV[8])
+  redis.call('PUBLISH', ARGV[6], string.sub(frame, 1, at + 1) ..
+    table.concat(digits) .. string.sub(frame, at + 10))
+end
 return seq
 """
+"""Numbers an event and applies its change to the buffer; given a frame (ARGV 6-8:
+the channel, the serialized message, the placeholder's offset), writes the number
+into it as msgpack's uint64 and publishes it (``layer.pubsub_frame``)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -163,11 +177,13 @@ async def stamp(
     data: dict[str, Any],
     *,
     subagent: dict[str, Any] | None = None,
+    frame: layer.Frame | None = None,
 ) -> int:
     """The next number of ``conversation_id``'s events, taken in one step with the
     change ``event`` makes to the buffer. Call it before sending the event, on the
     loop that publishes (beside Redis it uses that loop's client, as
-    ``layer.next_seq`` does)."""
+    ``layer.next_seq`` does). With a ``frame`` (``layer.pubsub_frame``), the same
+    step publishes it, numbered: nothing is left to send."""
     op = operation(event, data, subagent)
     url = _url()
     if url is None:
@@ -181,14 +197,27 @@ async def stamp(
     else:
         payload = ""
     keys = _keys(conversation_id)
-    script = layer.redis_client(url).register_script(_STAMP)
+    script = _script(layer.redis_client(url))
     # The counter also moves past events lost before they could be numbered, so
     # the client sees a gap where they were (layer.numbering).
     with layer.numbering(url, keys[0]) as step:
-        value = await script(
-            keys=keys, args=[op, payload, layer.SEQ_TTL, INFLIGHT_TTL, step]
-        )
+        args: list[Any] = [op, payload, layer.SEQ_TTL, INFLIGHT_TTL, step]
+        if frame is not None:
+            args += [frame.channel, frame.payload, frame.offset]
+        value = await script(keys=keys, args=args)
     return int(value)
+
+
+_scripts: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _script(client: Any) -> Any:
+    """The stamping script of ``client`` (registering one hashes the script's
+    text: once per client, not once per event)."""
+    script = _scripts.get(client)
+    if script is None:
+        script = _scripts[client] = client.register_script(_STAMP)
+    return script
 
 
 async def read(conversation_id: str) -> InFlight:

@@ -14,6 +14,12 @@ process). A conversation's own events are numbered by ``inflight.stamp`` (the
 same Redis key; in memory, counters of its own) together with the text its running
 turn has streamed. A client that sees a gap re-reads the database.
 
+Beside the Pub/Sub layer on one Redis, an event's number is taken, the in-flight
+buffer changed and the frame published in one round trip (``pubsub_frame``, the
+script of ``inflight.stamp``): the layer's own serialized message with a placeholder
+where the number goes, which the script fills in before its ``PUBLISH``. A frame then
+costs the worker one Redis call instead of two (``bench/stream_latency.py``).
+
 So every event lost must leave a gap. One whose send fails does (its number was
 taken). One whose number cannot be taken (the counter's Redis is down) is counted
 instead (``numbering``): the next number taken skips past it, and a task of this
@@ -31,6 +37,7 @@ import logging
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -158,6 +165,70 @@ async def group_send(group: str, message: dict[str, Any]) -> None:
         await _on_home(layer, layer.group_send(group, message))
     except Exception:
         logger.exception("Could not publish to %s", group)
+
+
+SEQ_PLACEHOLDER = 0xFFFF_FFFF_FFFF_FFF1
+"""The number a frame is serialized with before its real one is known: msgpack
+writes it as ``0xcf`` and eight bytes, which the stamping script overwrites with the
+real number in the same (valid, if not the shortest) form."""
+_PLACEHOLDER_BYTES = b"\xcf" + SEQ_PLACEHOLDER.to_bytes(8, "big")
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A message as the Pub/Sub layer would publish it, its number still to fill."""
+
+    channel: str
+    """The group's Redis Pub/Sub channel."""
+    payload: bytes
+    """The layer's serialized message, ``seq`` being ``SEQ_PLACEHOLDER``."""
+    offset: int
+    """Where the placeholder's nine bytes start in ``payload``."""
+
+
+def pubsub_frame(group: str, message: dict[str, Any]) -> Frame | None:
+    """``message`` (whose ``seq`` is ``SEQ_PLACEHOLDER``) ready for the stamping
+    script to number and publish to ``group`` itself, or None when the layer must
+    send it: another layer, a subclass with a ``group_send`` of its own (a layer
+    that filters or drops), several hosts (the group may live on another shard
+    than the counter), or a serializer whose output does not hold the placeholder
+    as msgpack's plain bytes (encryption, JSON)."""
+    layer = get_layer()
+    if layer is None or not _plain_pubsub(layer.__class__):
+        return None
+    config = _layer_config()
+    if len(config.get("hosts") or [None]) != 1:
+        return None
+    payload = layer.serialize(message)
+    offset = payload.find(_PLACEHOLDER_BYTES)
+    if offset < 0 or payload.count(_PLACEHOLDER_BYTES) != 1:
+        return None
+    # The layer's name for a group's channel (channels_redis is pinned, and
+    # tests/runtime/test_inflight.py holds this to the layer's own).
+    channel = f"{config.get('prefix', 'asgi')}__group__{group}"
+    return Frame(channel=channel, payload=payload, offset=offset)
+
+
+@functools.lru_cache(maxsize=16)
+def _plain_pubsub(cls: Any) -> bool:
+    try:
+        from channels_redis.pubsub import RedisPubSubChannelLayer
+    except ImportError:
+        return False
+    # The layer proxies group_send to a layer per loop (its __getattr__): a class
+    # that defines one, or its own serialize, publishes differently.
+    return (
+        issubclass(cls, RedisPubSubChannelLayer)
+        and getattr(cls, "group_send", None) is None
+        and cls.serialize is RedisPubSubChannelLayer.serialize
+    )
+
+
+def _layer_config() -> dict[str, Any]:
+    from django.conf import settings
+
+    default = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {})
+    return dict(default.get("CONFIG") or {})
 
 
 async def next_seq(conversation_id: str) -> int:

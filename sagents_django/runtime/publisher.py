@@ -83,14 +83,20 @@ async def publish(
     cid = str(conversation_id)
     if debug:
         seq = await layer.next_seq(f"debug:{cid}")
-    else:
-        seq = await inflight.stamp(cid, event, data, subagent=subagent)
-    group = groups.debug_group(cid) if debug else groups.conversation_group(cid)
-    message = event_message(cid, event, data, seq, subagent)
-    if debug:
+        message = event_message(cid, event, data, seq, subagent)
         # A consumer in both groups must tell the two sequences apart.
         message["debug"] = True
-    await layer.group_send(group, message)
+        await layer.group_send(groups.debug_group(cid), message)
+        return seq
+    group = groups.conversation_group(cid)
+    message = event_message(cid, event, data, layer.SEQ_PLACEHOLDER, subagent)
+    # Beside the Pub/Sub layer, numbering the event publishes it too (one round
+    # trip); else it is numbered, then sent.
+    frame = layer.pubsub_frame(group, message)
+    seq = await inflight.stamp(cid, event, data, subagent=subagent, frame=frame)
+    if frame is None:
+        message["seq"] = seq
+        await layer.group_send(group, message)
     return seq
 
 

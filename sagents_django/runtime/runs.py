@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.db import connections, router
 from django.db.models import F, Q
 from django.utils import timezone
 
 from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
+from sagents_django.services import sql
 from sagents_django.services.validation import parse_uuid
 
 
@@ -52,6 +54,16 @@ def claim_run(
     executor acts for the run's own scope, stored with it."""
     pk = parse_uuid(run_id, what="run_id")
     now = timezone.now()
+    using = router.db_for_write(AgentRun)
+    if connections[using].vendor == "postgresql":
+        return sql.claim_returning(
+            pk,
+            owner=owner[:255],
+            now=now,
+            stale_before=now - timedelta(seconds=lease_seconds),
+            max_attempts=max_attempts,
+            using=using,
+        )
     takeover = stale_lease(lease_seconds) & Q(attempts__lt=max_attempts)
     claimed = (
         AgentRun.objects.filter(pk=pk)

@@ -68,7 +68,7 @@ from . import checkpoints, control, draining, runs
 from .agents import build_agent, cost_of
 from .checkpoints import Checkpoints
 from .database import db
-from .ending import Ending, end_run
+from .ending import Ended, Ending, end_run, end_with_state
 from .events_out import asignal
 from .file_scopes import site_filesystem_scope
 from .journal import DatabaseJournal
@@ -425,24 +425,73 @@ class Turn:
     def _save_whole(
         self, data: dict[str, Any], context: PersistenceContext, declare: bool
     ) -> Any:
-        lease = self.tenure.lease
         # A unit: no savepoint around the save (a failure fails the whole write).
         with unit():
-            if not declare and not runs.held(lease).exists():
-                raise runs.LeaseLost(f"Run {self.run_id} was taken over")
-            row = self.agent_persistence.save_state(self.scope, data, context)
-            # Declaring is the fence too: a run no longer held updates nothing,
-            # and the save is rolled back with it.
-            if declare and not runs.held(lease).update(
-                checkpoint_revision=row.revision
-            ):
-                raise runs.LeaseLost(f"Run {self.run_id} was taken over")
+            return self._write_whole(data, context, declare)
+
+    def _write_whole(
+        self, data: dict[str, Any], context: PersistenceContext, declare: bool
+    ) -> Any:
+        lease = self.tenure.lease
+        if not declare and not runs.held(lease).exists():
+            raise runs.LeaseLost(f"Run {self.run_id} was taken over")
+        row = self.agent_persistence.save_state(self.scope, data, context)
+        # Declaring is the fence too: a run no longer held updates nothing, and
+        # the save is rolled back with it.
+        if declare and not runs.held(lease).update(checkpoint_revision=row.revision):
+            raise runs.LeaseLost(f"Run {self.run_id} was taken over")
         return row
+
+    async def _settle_at_once(self, result: AgentResult) -> str | None:
+        """A turn that completed or paused: its last save and its ending in one
+        transaction (``ending.end_with_state``). None when that failed, with
+        nothing written: ``_settle`` then saves and ends apart."""
+        status, state = result.status, result.state
+        ending = Ending(
+            status=status,
+            usage=result.usage,
+            interrupt_data=state.interrupt_data,
+            carry_own=not self.delivered,
+        )
+        context = self.context(LIFECYCLES[status])
+        try:
+            data = serialize_server_state(state)
+            row, ended = await db(self._settle_on_database)(
+                data, context, ending, closing_signals(result)
+            )
+        except Exception as exc:
+            logger.info("Saving and ending run %s at once failed: %r", self.run_id, exc)
+            return None
+        self.state, self.revision = state, row.revision
+        await self._publish_ended(ended)
+        return ending.status
+
+    def _settle_on_database(
+        self,
+        data: dict[str, Any],
+        context: PersistenceContext,
+        ending: Ending,
+        signals: list[tuple[str, dict[str, Any]]],
+    ) -> Any:
+        about = {"conversation_id": self.conversation_id, "run_id": self.run_id}
+        return end_with_state(
+            self.scope,
+            self.agent_run,
+            replace(ending, cost=cost_of(self.agent, ending.usage)),
+            save=lambda: self._write_whole(data, context, False),
+            signals=[(name, {**about, **kwargs}) for name, kwargs in signals],
+            display=self.recorder.display,
+            context=self.context(),
+        )
 
     async def _settle(self, result: AgentResult) -> str:
         status = result.status
         usage = result.usage
         await self.recorder.queue_rest(result.queued_messages)
+        if status in ("completed", "interrupted") and not self.tenure.lost:
+            settled = await self._settle_at_once(result)
+            if settled is not None:
+                return settled
         if not await self._save(result.state, LIFECYCLES[status]):
             if self.tenure.lost:
                 return "lost"
@@ -462,21 +511,9 @@ class Turn:
                     usage=usage,
                 )
             )
-        if status == "interrupted":
+        for name, kwargs in closing_signals(result):
             await asignal(
-                "interrupt_raised",
-                conversation_id=self.conversation_id,
-                run_id=self.run_id,
-                interrupt_data=result.state.interrupt_data,
-            )
-        last = result.state.messages[-1] if result.state.messages else None
-        # The agent's reply: a turn paused for approval has not answered yet.
-        if status == "completed" and last is not None and last.role == "assistant":
-            await asignal(
-                "agent_response",
-                conversation_id=self.conversation_id,
-                run_id=self.run_id,
-                message=last.to_dict(),
+                name, conversation_id=self.conversation_id, run_id=self.run_id, **kwargs
             )
         return await self._end(Ending(status=status, usage=usage))
 
@@ -510,14 +547,16 @@ class Turn:
             interrupt_data=self.state.interrupt_data,
             carry_own=not self.delivered,
         )
-        ended = await db(self._end_on_database)(ending)
+        await self._publish_ended(await db(self._end_on_database)(ending))
+        return ending.status
+
+    async def _publish_ended(self, ended: Ended) -> None:
         try:
             for event, data in ended.events():
                 await self.publisher.publish(event, data)
         except Exception:
             # The run has ended; a client that missed the frames resyncs.
             logger.exception("Publishing the end of run %s failed", self.run_id)
-        return ending.status
 
     async def _publish_status(self, status: str) -> None:
         await self.publisher.publish(
@@ -532,6 +571,19 @@ class Turn:
 
     def _run_info(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "trigger": self.agent_run.trigger}
+
+
+def closing_signals(result: AgentResult) -> list[tuple[str, dict[str, Any]]]:
+    """The lifecycle signals between a turn's last save and its ending."""
+    signals: list[tuple[str, dict[str, Any]]] = []
+    state = result.state
+    if result.status == "interrupted":
+        signals.append(("interrupt_raised", {"interrupt_data": state.interrupt_data}))
+    last = state.messages[-1] if state.messages else None
+    # The agent's reply: a turn paused for approval has not answered yet.
+    if result.status == "completed" and last is not None and last.role == "assistant":
+        signals.append(("agent_response", {"message": last.to_dict()}))
+    return signals
 
 
 async def _store_pending_files() -> None:

@@ -30,7 +30,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, models, router, transaction
 from django.utils import timezone
 
 from sagents_django.exceptions import NotFound
-from sagents_django.models import DisplayMessage
+from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.scope import Scope, conversation_model, owner_field
 
 Condition = tuple[str, list[Any]]
@@ -220,13 +220,75 @@ def update_newest_call(
         found = cursor.fetchone()
     if found is None:
         return None
-    values = [
+    values = _loaded(fields, found, connection)
+    return DisplayMessage.from_db(using, [f.attname for f in fields], values)
+
+
+def claim_returning(
+    pk: Any,
+    *,
+    owner: str,
+    now: Any,
+    stale_before: Any,
+    max_attempts: int,
+    using: str,
+) -> AgentRun | None:
+    """``runtime.runs.claim_run`` on PostgreSQL as one statement: the UPDATE that
+    takes a queued run (or a running one whose heartbeat is older than
+    ``stale_before`` and has attempts left) returns the row it wrote, where the
+    ORM reads it again. None when nothing matched."""
+    connection = connections[using]
+    by_name = _fields(AgentRun)
+    fields = list(by_name.values())
+    column = {name: column_of(f) for name, f in by_name.items()}
+
+    def value(name: str, v: Any) -> Any:
+        return by_name[name].get_db_prep_save(v, connection)
+
+    status, heartbeat, attempts = (
+        column["status"],
+        column["heartbeat_at"],
+        (column["attempts"]),
+    )
+    sql = (
+        f"UPDATE {quote(AgentRun._meta.db_table)} SET {status} = %s, "
+        f"{column['started_at']} = %s, {heartbeat} = %s, "
+        f"{column['lease_owner']} = %s, {attempts} = {attempts} + 1 "
+        f"WHERE {column['id']} = %s AND ({status} = %s OR ({status} = %s AND "
+        f"({heartbeat} < %s OR {heartbeat} IS NULL) AND {attempts} < %s)) "
+        f"RETURNING {', '.join(column[f.name] for f in fields)}"
+    )
+    params = [
+        "running",
+        value("started_at", now),
+        value("heartbeat_at", now),
+        owner,
+        value("id", pk),
+        "queued",
+        "running",
+        value("heartbeat_at", stale_before),
+        max_attempts,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    return AgentRun.from_db(
+        using, [f.attname for f in fields], _loaded(fields, found, connection)
+    )
+
+
+def _loaded(
+    fields: list[models.Field[Any, Any]], row: Sequence[Any], connection: Any
+) -> list[Any]:
+    """A row's values as the ORM loads them (``Field.from_db_value``)."""
+    return [
         f.from_db_value(value, None, connection)
         if hasattr(f, "from_db_value")
         else value
-        for f, value in zip(fields, found, strict=True)
+        for f, value in zip(fields, row, strict=True)
     ]
-    return DisplayMessage.from_db(using, [f.attname for f in fields], values)
 
 
 def quote(name: str) -> str:

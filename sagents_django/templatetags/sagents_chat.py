@@ -10,6 +10,8 @@
     {% sagents_file_panel conversation %}      the agent's files (open, upload)
     {% sagents_approval_inbox %}               every approval waiting for the user
     {% sagents_inbox_count %}                  the header badge
+    {% sagents_conversation_nav current %}     the sidebar: the user's conversations
+    {% sagents_theme_attr %}                   on <html>: the theme the person chose
     {% sagents_sign_in_url as url %}           settings.LOGIN_URL, if served
     {{ text|sagents_markdown }}                sanitized markdown
 
@@ -33,9 +35,13 @@ from sagents_django.scope import get_scope
 from sagents_django.ui import approvals
 from sagents_django.ui.context import Chat
 from sagents_django.ui.markdown import render_markdown
+from sagents_django.ui.theme import chosen_theme
 from sagents_django.ui.transcript import dom_id
 
 register = template.Library()
+
+NAV_SIZE = 50
+"""Conversations the sidebar lists (the list page has all, and search)."""
 
 
 def _chat(context: Context, target: Any) -> Chat:
@@ -104,6 +110,31 @@ def sagents_inbox_count(context: Context) -> SafeString:
     return _render(context, "inbox_count", inbox_count=count)
 
 
+@register.simple_tag(takes_context=True)
+def sagents_conversation_nav(context: Context, current: Any = None) -> SafeString:
+    """The user's newest conversations, ``current`` marked (the sidebar)."""
+    from sagents_django import services
+
+    scope = get_scope(context["request"])
+    conversations = services.list_conversations(scope, limit=NAV_SIZE)
+    current_pk = str(getattr(current, "pk", current) or "")
+    return _render(
+        context,
+        "conversation_nav",
+        nav_conversations=conversations,
+        current_pk=current_pk,
+    )
+
+
+@register.simple_tag(takes_context=True)
+def sagents_theme_attr(context: Context) -> SafeString:
+    """`` data-theme="dark"`` (or light) when the person chose one, else ""."""
+    request = context.get("request")
+    chosen = chosen_theme(request) if request is not None else ""
+    # chosen is one of two literals: nothing of the request reaches the page.
+    return SafeString(f' data-theme="{chosen}"' if chosen else "")
+
+
 @register.simple_tag
 def sagents_sign_in_url() -> str:
     """Where ``settings.LOGIN_URL`` leads, or "" when no view of this site serves
@@ -135,6 +166,13 @@ def sagents_sign_in_url() -> str:
 @register.filter
 def sagents_markdown(text: Any) -> SafeString:
     return render_markdown(text)
+
+
+@register.filter
+def sg_one_line(value: Any) -> str:
+    """A tool card's arguments on one short line (its summary)."""
+    text = " ".join(str(value or "").split())
+    return text if len(text) <= 120 else text[:119] + "…"
 
 
 @register.filter

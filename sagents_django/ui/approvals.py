@@ -5,13 +5,17 @@ forms offer exactly the decisions each action request allows. The form posts one
 group of fields per action request (``decision-<i>``, ``arguments-<i>``,
 ``message-<i>``), all together, and ``decisions_from_post`` turns them into the
 core's decision JSON for ``agent_server.resume``; anything malformed is a
-``FormError`` naming the request, and nothing is sent.
+``FormError`` naming the request, and nothing is sent. The arguments are shown
+and edited as fields drawn from the tool's JSON schema (``approval_fields``), and a
+file call shows the change it would make (``previews``); an edit that does not pass
+the schema raises ``FieldErrors``, the requests carrying each error beside its
+field, for the form to be drawn again.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.http import QueryDict
@@ -23,12 +27,23 @@ from sagents_django.models import AgentRun, AgentState
 from sagents_django.scope import Scope
 from sagents_django.services.conversations import owned_conversations
 
+from . import approval_fields, previews
+
 MAX_ARGUMENTS_CHARS = 100_000
 MAX_MESSAGE_CHARS = 10_000
 
 
 class FormError(ValueError):
     """A decision form that cannot be sent as it is."""
+
+
+class FieldErrors(FormError):
+    """Edited arguments that do not fit the tool's schema: ``requests`` hold the
+    typed values and each error, to draw the form again."""
+
+    def __init__(self, requests: list[Request]) -> None:
+        super().__init__("Some arguments need fixing: see the fields.")
+        self.requests = requests
 
 
 @dataclass(kw_only=True, slots=True)
@@ -43,6 +58,17 @@ class Request:
     allowed: tuple[str, ...]
     description: str = ""
     subagent: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+    """The arguments the model sent."""
+    schema: dict[str, Any] | None = None
+    """The tool's JSON schema, when the interrupt carries it."""
+    fields: list[approval_fields.Field] | None = None
+    """The arguments as fields (None: the whole-JSON box)."""
+    preview: previews.Preview | None = None
+    chosen: str = ""
+    """The decision to show selected ("" : the first allowed)."""
+    reason: str = ""
+    error: str = ""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -73,9 +99,21 @@ def requests_of(interrupt_data: Any) -> list[Request]:
             allowed=tuple(r.allowed_decisions),
             description=r.description or "",
             subagent=r.subagent or "",
+            values=dict(r.arguments),
+            schema=r.parameters,
+            fields=approval_fields.fields_for(r.parameters, r.arguments),
         )
         for i, r in enumerate(interrupt.action_requests)
     ]
+
+
+def with_previews(
+    scope: Scope, conversation: Any, requests: list[Request]
+) -> list[Request]:
+    """``requests``, each file call with the diff of what it would change."""
+    for r in requests:
+        r.preview = previews.preview(scope, conversation, r.tool_name, r.values)
+    return requests
 
 
 def pending_for(scope: Scope, conversation_id: Any) -> list[Request]:
@@ -117,6 +155,7 @@ def inbox(scope: Scope, *, limit: int = 50) -> list[Pending]:
             continue
         requests = requests_of(inner.get("interrupt_data"))
         if requests:
+            with_previews(scope, state.conversation, requests)
             out.append(Pending(conversation=state.conversation, requests=requests))
     return out
 
@@ -126,30 +165,34 @@ def inbox_count(scope: Scope) -> int:
     return int(_waiting(scope).count())
 
 
-def decisions_from_post(post: QueryDict, count: int) -> list[dict[str, Any]]:
-    """The decisions a form posted for ``count`` action requests."""
-    if count < 1:
+def decisions_from_post(
+    post: QueryDict, requests: list[Request]
+) -> list[dict[str, Any]]:
+    """The decisions a form posted for ``requests`` (their fields keep what was
+    typed: on ``FieldErrors`` the form is drawn again from them)."""
+    if not requests:
         raise FormError("Nothing waits for a decision.")
     decisions: list[dict[str, Any]] = []
-    for i in range(count):
+    failed = False
+    for r in requests:
+        i = r.index
         kind = post.get(f"decision-{i}", "")
         where = f"Action {i + 1}"
+        r.chosen = kind if kind in r.allowed else ""
+        r.reason = post.get(f"message-{i}", "")[:MAX_MESSAGE_CHARS]
+        if kind not in ("approve", "edit", "reject"):
+            raise FormError(f"{where}: choose approve, edit or reject.")
+        if kind not in r.allowed:
+            raise FormError(f"{where}: {kind} is not offered for this call.")
         if kind == "approve":
             decisions.append({"type": "approve"})
         elif kind == "edit":
-            raw = post.get(f"arguments-{i}", "")
-            if len(raw) > MAX_ARGUMENTS_CHARS:
-                raise FormError(f"{where}: the arguments are too long.")
-            try:
-                arguments = json.loads(raw)
-            except ValueError as exc:
-                raise FormError(
-                    f"{where}: the arguments are not JSON ({exc})."
-                ) from None
-            if not isinstance(arguments, dict):
-                raise FormError(f"{where}: the arguments must be a JSON object.")
+            arguments = _edited(post, r, where)
+            if arguments is None:
+                failed = True
+                continue
             decisions.append({"type": "edit", "arguments": arguments})
-        elif kind == "reject":
+        else:
             message = post.get(f"message-{i}", "").strip()
             if len(message) > MAX_MESSAGE_CHARS:
                 raise FormError(f"{where}: the reason is too long.")
@@ -158,6 +201,29 @@ def decisions_from_post(post: QueryDict, count: int) -> list[dict[str, Any]]:
                 if message
                 else {"type": "reject"}
             )
-        else:
-            raise FormError(f"{where}: choose approve, edit or reject.")
+    if failed:
+        raise FieldErrors(requests)
     return decisions
+
+
+def _edited(post: QueryDict, r: Request, where: str) -> dict[str, Any] | None:
+    """The edited arguments of ``r`` (None: an error is set on ``r`` or a field)."""
+    if r.fields is not None and r.schema is not None:
+        arguments, ok = approval_fields.read_fields(
+            post, f"arg-{r.index}-", r.fields, r.schema
+        )
+        return arguments if ok else None
+    raw = post.get(f"arguments-{r.index}", "")
+    r.arguments = raw[:MAX_ARGUMENTS_CHARS]
+    if len(raw) > MAX_ARGUMENTS_CHARS:
+        raise FormError(f"{where}: the arguments are too long.")
+    try:
+        arguments = json.loads(raw)
+    except ValueError as exc:
+        r.error = f"The arguments are not JSON ({exc})."
+        return None
+    if not isinstance(arguments, dict):
+        r.error = "The arguments must be a JSON object."
+        return None
+    r.error = approval_fields.check_json(r.schema, arguments)
+    return None if r.error else arguments

@@ -122,7 +122,11 @@ class Chat:
 
     @cached_property
     def approvals(self) -> list[approvals.Request]:
-        return approvals.pending_for(self.scope, self.conversation.pk)
+        return approvals.with_previews(
+            self.scope,
+            self.conversation,
+            approvals.pending_for(self.scope, self.conversation.pk),
+        )
 
     @cached_property
     def turns(self) -> list[services.TurnUsage]:

@@ -39,7 +39,7 @@ from sagents_django.runtime.inflight import InFlight
 from sagents_django.scope import Scope
 
 from . import transcript
-from .approvals import inbox_count, requests_of
+from .approvals import inbox_count, requests_of, with_previews
 from .context import Chat
 
 RECENT_ROWS = 30
@@ -302,7 +302,11 @@ def _status(chat: Chat, data: dict[str, Any]) -> str:
     """The panels that follow the status, from the event: the approval form from
     its interrupt (a paused run's), the inbox badge when an approval came or went."""
     status = chat.status
-    chat.approvals = requests_of(data.get("data")) if status == "interrupted" else []
+    chat.approvals = (
+        with_previews(chat.scope, chat.conversation, requests_of(data.get("data")))
+        if status == "interrupted"
+        else []
+    )
     parts = _status_panels(chat)
     if status != "running":
         parts.append(clear_stream())

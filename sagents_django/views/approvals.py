@@ -8,6 +8,8 @@ The form's Dismiss button abandons the request instead (``agent_server.dismiss``
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -17,9 +19,10 @@ from django.views.decorators.http import require_POST, require_safe
 
 from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
 from sagents_django.runtime import agent_server
-from sagents_django.scope import get_scope
+from sagents_django.scope import Scope, get_scope
 from sagents_django.security import csp
 from sagents_django.ui import approvals
+from sagents_django.ui.context import Chat
 
 from .common import done, is_htmx, owned
 
@@ -38,8 +41,10 @@ def decide(request: HttpRequest, conversation_id: str) -> HttpResponse:
             return _answer(request, found, back, error="Someone already answered this.")
         return _answer(request, found, back)
     try:
-        decisions = approvals.decisions_from_post(request.POST, len(requests))
+        decisions = approvals.decisions_from_post(request.POST, requests)
         agent_server.resume(scope, found.pk, decisions)
+    except approvals.FieldErrors as exc:
+        return _fix(request, scope, found, exc.requests, back)
     except approvals.FormError as exc:
         return _answer(request, found, back, error=str(exc))
     except InvalidInput as exc:
@@ -47,6 +52,29 @@ def decide(request: HttpRequest, conversation_id: str) -> HttpResponse:
     except (Conflict, RunConflict):
         return _answer(request, found, back, error="Someone already answered this.")
     return _answer(request, found, back)
+
+
+def _fix(
+    request: HttpRequest, scope: Scope, conversation: Any, requests: list, back: str
+) -> HttpResponse:
+    """The form drawn again with what was typed and each error beside its field:
+    htmx swaps it in place of the form (chat.js), a plain form gets the page."""
+    approvals.with_previews(scope, conversation, requests)
+    if is_htmx(request):
+        return render(
+            request,
+            "sagents_django/partials/approval_form.html",
+            {"requests": requests, "conversation": conversation, "next": back},
+            status=422,
+        )
+    chat = Chat(scope, conversation)
+    chat.approvals = requests
+    return render(
+        request,
+        "sagents_django/conversation.html",
+        {"chat": chat, "next": back},
+        status=422,
+    )
 
 
 def _answer(

@@ -17,18 +17,22 @@ from sagents_django.conf import sagents_settings
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.scope import get_scope
 from sagents_django.security import csp
+from sagents_django.ui import search
 
 from .common import done, is_htmx, owned, page_url
 
 LIST_SIZE = 100
 MAX_QUERY = 200
+SEARCH_SIZE = 100
+"""Matches read for one search: folded to one result per conversation."""
 
 
 @csp
 @require_safe
 def home(request: HttpRequest) -> HttpResponse:
     """Signed in: the conversations, newest first (``?q=`` searches titles and
-    messages). Anyone else: a landing page."""
+    messages: one result per conversation, with a snippet). Anyone else: a
+    landing page."""
     if not request.user.is_authenticated:
         return render(
             request,
@@ -37,14 +41,17 @@ def home(request: HttpRequest) -> HttpResponse:
         )
     scope = get_scope(request)
     query = request.GET.get("q", "").strip()[:MAX_QUERY]
-    results: list[services.SearchResult] = []
+    results: list[search.Hit] = []
     error = ""
     if query:
         try:
-            results = services.search_messages(scope, query, limit=50)
+            found = services.search_messages(scope, query, limit=SEARCH_SIZE)
         except InvalidInput as exc:
             error = str(exc)
-    conversations = services.list_conversations(scope, limit=LIST_SIZE)
+        else:
+            results = search.hits(found, query)
+    # While searching, the results stand alone: the whole list is not read.
+    conversations = [] if query else services.list_conversations(scope, limit=LIST_SIZE)
     context = {
         "conversations": conversations,
         "query": query,

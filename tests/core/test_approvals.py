@@ -349,3 +349,16 @@ def test_a_subagent_interrupt_nests_its_own_and_tags_the_requests():
     assert interrupt_from_dict(data) == outer
     # Private keys (the sub-agent's conversation) are not part of the type.
     assert interrupt_from_dict({**data, "_run": {"id": "x"}}) == outer
+
+
+def test_a_request_keeps_its_tools_schema_through_json_and_refuses_a_bad_one():
+    schema = {"type": "object", "properties": {"path": {"type": "string"}}}
+    request = write_request(parameters=schema)
+    data = HITLInterrupt(action_requests=[request]).to_dict()
+    assert data["action_requests"][0]["parameters"] == schema
+    assert interrupt_from_dict(json.loads(json.dumps(data))) == HITLInterrupt(
+        action_requests=[request]
+    )
+    data["action_requests"][0]["parameters"] = "not a schema"
+    with pytest.raises(SerializationError, match=r"action_requests\[0\]\.parameters"):
+        interrupt_from_dict(data)

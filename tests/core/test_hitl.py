@@ -124,6 +124,7 @@ async def test_the_interrupt_names_each_call_that_needs_a_decision_and_its_optio
                 "arguments": {"path": "notes.md", "content": "hello"},
                 "allowed_decisions": ["approve", "edit", "reject"],
                 "middleware_id": HITL_ID,
+                "parameters": WRITE_SCHEMA,  # the tool's schema, for the forms
             },
             {
                 "tool_call_id": "d1",
@@ -131,6 +132,7 @@ async def test_the_interrupt_names_each_call_that_needs_a_decision_and_its_optio
                 "arguments": {"path": "old.md"},
                 "allowed_decisions": ["approve", "reject"],
                 "middleware_id": HITL_ID,
+                "parameters": PATH_SCHEMA,
             },
         ],
         "review_configs": {

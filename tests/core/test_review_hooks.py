@@ -175,6 +175,7 @@ async def test_a_purchase_over_the_limit_waits_with_the_policys_request(shop):
                 arguments={"amount": 250},
                 description="Spend 250",
                 middleware_id="spending",
+                parameters=AMOUNT,  # stamped by the loop: the tool's schema
             )
         ]
     )

@@ -197,6 +197,7 @@ async def test_a_subagent_pausing_twice_resumes_across_fresh_interpreters(fake_l
             "allowed_decisions": ["approve", "edit", "reject"],
             "middleware_id": HITL_ID,
             "subagent": "calculator",
+            "parameters": subagent_app.ADD.parameters,
         }
     ]
     assert data["interrupt"]["action_requests"][0]["tool_call_id"] == "s1"

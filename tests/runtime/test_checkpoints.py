@@ -133,6 +133,33 @@ def test_a_living_lease_is_not_taken_and_a_spent_run_is_not_claimed() -> None:
     assert ended is not None and ended.lease_owner == "s"
 
 
+def test_a_claim_is_one_statement_on_postgresql_and_returns_the_row_as_stored() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    scope = make_scope("ada")
+    conversation = services.create_conversation(scope)
+    services.begin_run(scope, conversation.pk, queued=True, metadata={"k": [1]})
+    run = AgentRun.objects.get(conversation=conversation)
+
+    with CaptureQueriesContext(connection) as queries:
+        claimed = runs.claim_run(
+            run.pk, owner="w" * 300, lease_seconds=30, max_attempts=3
+        )
+
+    assert claimed is not None
+    stored = AgentRun.objects.get(pk=run.pk)
+    fields = [f.attname for f in AgentRun._meta.concrete_fields]
+    assert [getattr(claimed, f) for f in fields] == [getattr(stored, f) for f in fields]
+    assert (stored.status, stored.attempts, stored.lease_owner) == (
+        "running",
+        1,
+        "w" * 255,
+    )
+    assert stored.started_at == stored.heartbeat_at is not None
+    assert len(queries) == (1 if connection.vendor == "postgresql" else 2)
+
+
 def test_a_handover_gives_the_run_back_without_spending_an_attempt() -> None:
     _, run, _, _ = claimed_run()
     assert runs.release(runs.lease_of(run))

@@ -374,9 +374,11 @@ async def test_a_run_whose_ending_fails_still_frees_its_conversation(
     finally:
         await sync_to_async(wrapper.__exit__)(None, None, None)
 
-    # The first try and three retries (runtime.ending.RETRIES), then the run's
-    # row alone.
-    assert len(failed) == 4
+    # The last save and the ending at once (ending.end_with_state, tried again
+    # by the database hop as a call that met an OperationalError), then the
+    # ending alone: the first try and three retries (runtime.ending.RETRIES), then
+    # the run's row alone.
+    assert len(failed) == 2 + 4
     assert finished["data"]["status"] == "completed"
     run = await AgentRun.objects.aget(pk=submission.run_id)
     assert run.status == "completed"

@@ -2,9 +2,11 @@
 
 Payloads go in as a person's messages (which the demo model echoes into its reply,
 its file and the generated title), as a title typed by the person (and the title and
-note of a fork of it), as a feedback comment, as the name of an uploaded file, and
-as tool calls, tool results and errors written to the
-transcript (what a hostile tool or model could produce). Every page that shows
+note of a fork of it), as a feedback comment, as the name of an uploaded file, as
+tool calls, tool results and errors written to the transcript (what a hostile tool
+or model could produce), as a tool's JSON schema drawn as approval fields (property
+names, enum values, descriptions, defaults, arguments) beside the diff of a file
+call, and as search snippets. Every page that shows
 them is opened; nothing may run (no dialog, no ``window.__xss``), and the DOM may
 hold no event-handler attribute, no ``javascript:`` link and no script but ours.
 """
@@ -61,6 +63,40 @@ for n, payload in enumerate(json.loads(sys.argv[2])):
         scope, cid, message_type="assistant", content_type="thinking",
         content={"text": payload},
     )
+"""
+
+PAUSE = """
+import django, json
+django.setup()
+from django.contrib.auth import get_user_model
+from sagents_django import services
+from sagents_django.models import AgentState
+from sagents_django.scope import Scope
+scope = Scope.for_user(get_user_model().objects.get(username="alice"))
+payloads = json.loads(PAYLOADS)
+conversation = services.create_conversation(scope, title="Hostile schema")
+schema = {"type": "object", "properties": {
+    p: {"type": ["string", "integer", "boolean", "string"][n % 4],
+        "description": p, "maxLength": 5}
+    for n, p in enumerate(payloads)
+}}
+schema["properties"]["choice"] = {"enum": payloads, "description": payloads[1]}
+arguments = {p: (p if n % 4 in (0, 3) else 1 if n % 4 == 1 else True)
+             for n, p in enumerate(payloads)}
+arguments["choice"] = payloads[2]
+requests = [
+    {"tool_call_id": "h1", "tool_name": payloads[0], "arguments": arguments,
+     "allowed_decisions": ["approve", "edit", "reject"], "parameters": schema,
+     "description": payloads[4]},
+    {"tool_call_id": "h2", "tool_name": "write_file",
+     "arguments": {"file_path": "/" + payloads[5], "content": chr(10).join(payloads)},
+     "allowed_decisions": ["approve", "edit", "reject"]},
+]
+AgentState.objects.create(conversation=conversation, state_data={
+    "version": 1, "serialized_at": "2026-01-01T00:00:00+00:00",
+    "state": {"messages": [], "todos": [], "metadata": {},
+              "interrupt_data": {"type": "hitl", "action_requests": requests}}})
+print(conversation.pk)
 """
 
 CHECK = """() => {
@@ -171,8 +207,32 @@ def test_no_payload_of_the_corpus_runs_on_any_chat_page(
             page.go_back()
         page.goto(f"{site.url}/")
         clean(page, dialogs)
-        page.goto(f"{site.url}/?q=script")
-        clean(page, dialogs)
+        for query in ("script", "onerror", "javascript"):
+            page.goto(f"{site.url}/?q={query}")
+            assert page.locator(".sg-snippet mark").count() >= 1
+            clean(page, dialogs)
         shot(page, "21-xss-search")
+
+        hostile = site.python(
+            PAUSE.replace("PAYLOADS", repr(json.dumps(PAYLOADS)))
+        ).strip()
+        page.goto(f"{site.url}/c/{hostile}/")
+        form = page.get_by_role("form", name="Approval needed")
+        form.wait_for()
+        assert form.locator(".sg-args .sg-field").count() == len(PAYLOADS) + 1
+        assert form.locator(".sg-diff").count() == 1
+        clean(page, dialogs)
+        shot(page, "22-xss-approval-fields")
+        # Sent back as an edit: the schema's checks answer, drawn beside the
+        # fields, and still nothing runs.
+        form.get_by_label("Edit the arguments").first.check()
+        form.locator("fieldset.sg-args").evaluate(
+            "fs => fs.querySelectorAll('[maxlength]').forEach(e => e.removeAttribute('maxlength'))"
+        )
+        form.get_by_role("button", name="Send all 2 decisions").click()
+        page.locator(".sg-field-error").first.wait_for()
+        clean(page, dialogs)
+        page.goto(f"{site.url}/inbox/")
+        clean(page, dialogs)
     finally:
         context.close()

@@ -202,8 +202,14 @@ def test_delete_asks_first_then_deletes(
     [
         ({}, b"choose approve, edit or reject"),
         ({"decision-0": "maybe"}, b"choose approve, edit or reject"),
-        ({"decision-0": "edit", "arguments-0": "{not json"}, b"not JSON"),
-        ({"decision-0": "edit", "arguments-0": "[1, 2]"}, b"JSON object"),
+        (
+            {"decision-0": "edit", "arguments-0": "{not json", "decision-1": "reject"},
+            b"not JSON",
+        ),
+        (
+            {"decision-0": "edit", "arguments-0": "[1, 2]", "decision-1": "reject"},
+            b"JSON object",
+        ),
         ({"decision-0": "edit", "arguments-0": "x" * 100_001}, b"too long"),
         ({"decision-0": "reject", "message-0": "x" * 10_001}, b"too long"),
         ({"decision-0": "approve"}, b"Action 2"),
@@ -357,9 +363,59 @@ def test_search_finds_titles_and_messages_and_survives_odd_queries(
         Scope.for_user(alice), conversation.pk, "user", "bring lemonade"
     )
     found = alice_client.get("/", {"q": "lemonade"}).content.decode()
-    assert "bring lemonade" in found
+    assert "bring <mark>lemonade</mark>" in found
     for query in ["   ", "%", "x" * 5000, "\x00"]:
         assert alice_client.get("/", {"q": query}).status_code == 200
+
+
+def test_search_shows_one_result_per_conversation_with_a_plain_text_snippet(
+    alice: Any, alice_client: Client, conversation: Any
+) -> None:
+    scope = Scope.for_user(alice)
+    other = services.create_conversation(scope, title="Unrelated")
+    for text in ["**Lemonade** is [sweet](https://x.test)", "more `lemonade` here"]:
+        services.append_text_message(scope, conversation.pk, "assistant", text)
+    services.append_text_message(
+        scope, other.pk, "user", "<b>lemonade</b> & <script>x</script>"
+    )
+    html = alice_client.get("/", {"q": "LEMONADE"}).content.decode()
+    assert html.count('class="sg-snippet"') == 2  # one per conversation
+    assert "more <mark>lemonade</mark> here" in html  # the newest, no backticks
+    assert "**" not in html and "`lemonade`" not in html
+    assert "&lt;b&gt;<mark>lemonade</mark>&lt;/b&gt; &amp; &lt;script&gt;" in html
+    assert 'aria-label="Your conversations"' not in html  # the list is hidden
+    assert "ws-connect" not in html  # and not followed while searching
+
+
+def test_the_theme_switch_sets_a_cookie_and_comes_back_without_javascript(
+    client: Client, alice_client: Client, conversation: Any
+) -> None:
+    page = url("conversation", conversation)
+    answer = alice_client.post("/theme/", {"theme": "toggle", "next": page})
+    assert answer.status_code == 302 and answer["Location"] == page
+    assert answer.cookies["sg_theme"].value == "dark"
+    assert (
+        '<html lang="en" data-theme="dark">' in alice_client.get(page).content.decode()
+    )
+    again = alice_client.post("/theme/", {"theme": "toggle", "next": page})
+    assert again.cookies["sg_theme"].value == "light"
+    away = client.post("/theme/", {"theme": "dark", "next": "https://evil.test/"})
+    assert away["Location"] == "/"  # signed out works, and never leaves the site
+    assert client.post("/theme/", {"theme": "<x>"}).status_code == 400
+    client.cookies["sg_theme"] = '"><script>'
+    assert "data-theme" not in client.get("/accounts/login/").content.decode()
+
+
+def test_the_conversation_page_has_the_sidebar_with_the_current_one_marked(
+    alice: Any, alice_client: Client, bob: Any, conversation: Any
+) -> None:
+    services.create_conversation(Scope.for_user(alice), title="Second")
+    services.create_conversation(Scope.for_user(bob), title="Bob's secret")
+    html = alice_client.get(url("conversation", conversation)).content.decode()
+    assert 'aria-current="page"><span id="sg-title-' in html
+    assert "Second" in html and "Bob&#x27;s secret" not in html
+    assert 'href="#sg-main"' in html and 'id="sg-main"' in html  # the skip link
+    assert "autofocus" in html
 
 
 def test_the_chat_pages_send_a_csp_without_inline_scripts(

@@ -36,6 +36,9 @@ class ActionRequest:
     """The middleware that asked; the loop sets it, and routes the decision to it."""
     subagent: str | None = None
     """The sub-agent that made the call, when the request comes from one."""
+    parameters: dict[str, Any] | None = None
+    """The tool's JSON schema, stamped by the loop when it asks: a form can show the
+    arguments as fields and check an edit before it is sent (None: unknown)."""
 
     @classmethod
     def for_call(
@@ -60,7 +63,7 @@ class ActionRequest:
             "arguments": self.arguments,
             "allowed_decisions": list(self.allowed_decisions),
         }
-        for key in ("description", "middleware_id", "subagent"):
+        for key in ("description", "middleware_id", "subagent", "parameters"):
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
@@ -109,6 +112,13 @@ class ActionRequest:
                 "must be a string",
                 value,
             )
+        parameters = data.get("parameters")
+        _need(
+            parameters is None or isinstance(parameters, dict),
+            f"{where}.parameters",
+            "must be an object (a JSON schema)",
+            parameters,
+        )
         return cls(
             tool_call_id=data["tool_call_id"],
             tool_name=data["tool_name"],
@@ -117,6 +127,7 @@ class ActionRequest:
             allowed_decisions=tuple(allowed),
             middleware_id=data.get("middleware_id"),
             subagent=data.get("subagent"),
+            parameters=parameters,
         )
 
 
