@@ -294,12 +294,7 @@ def _delete_batch(
                 .values_list("conversation_id", flat=True)
             )
             if not running:
-                events, _ = TriggerEvent.objects.filter(
-                    conversation_id__in=[str(pk) for pk in batch]
-                ).delete()
-                report.add("trigger_events", events)
-                _, per_model = model._default_manager.filter(pk__in=batch).delete()
-                _merge(report, per_model)
+                _merge(report, owners.delete_conversations(batch))
                 return
         for pk in running:
             admission.cancel(scope, pk)

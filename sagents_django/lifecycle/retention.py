@@ -38,7 +38,6 @@ from sagents_django.models import (
     AgentState,
     DisplayMessage,
     PersistenceFailure,
-    TriggerEvent,
 )
 from sagents_django.scope import conversation_model, scope_class
 
@@ -183,10 +182,7 @@ def _remove_batch(batch: list[Any], cutoff: datetime, report: RetentionReport) -
                 for label, count in counts.items():
                     per_model[label] = per_model.get(label, 0) + count
         else:
-            TriggerEvent.objects.filter(
-                conversation_id__in=[str(pk) for pk in ids]
-            ).delete()
-            _, per_model = model._default_manager.filter(pk__in=ids).delete()
+            per_model = owners.delete_conversations(ids)
     report.batches += 1
     report.conversations += len(ids)
     report.kept += len(batch) - len(ids)
