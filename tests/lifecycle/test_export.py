@@ -218,3 +218,19 @@ def test_the_admin_actions_export_and_erase_the_selected_users(alice: Any) -> No
     assert not ReplyFeedback.objects.filter(user=scope.user).exists()
     assert admin.messages[-1].startswith(f"Erased {scope.user}: ")
     assert "1 conversations" in admin.messages[-1]
+
+
+def test_a_disk_root_shared_by_every_scope_is_left_out_of_the_archive(
+    alice: Any,
+) -> None:
+    scope, conversation, _ = alice
+    agents.SHARED_DISK[0] = True
+    agents.seed_files(("agent", "someone-else"), "not alice's")
+    export = request_export(scope.user)
+    response = signed_in(scope.user).get(
+        reverse("sagents_django:download_export", args=[export.pk])
+    )
+    names = archive_of(response).namelist()
+    label = f"agent-{conversation.agent_id}"
+    assert f"files/{label}/a.md" in names
+    assert not any("notes" in name for name in names)
