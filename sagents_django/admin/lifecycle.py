@@ -34,7 +34,6 @@ class DataExportAdmin(ReadOnlyAdmin):
         "downloaded_at",
     )
     list_filter = ("status",)
-    search_fields = ("=user__username",)
     date_hierarchy = "created_at"
     fields = (
         "user",

@@ -12,7 +12,8 @@ than ``EXPORT_INLINE_MAX_ROWS``) by a Celery task when turns run on Celery. The
 archive waits in ``EXPORT_STORAGE``; its download is a conditional update of the
 row (ready → downloaded) before the file is read and deleted, so of two requests
 for one link exactly one gets the archive, another user gets a 404 (the export is
-not theirs to know of), and a replay gets 410 Gone.
+not theirs to know of), and a replay gets 410 Gone. An archive never downloaded
+is deleted after ``KEEP_DAYS`` by the retention pass.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import tempfile
 import zipfile
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import IO, Any
 
 from django.contrib.auth import get_user_model
@@ -49,6 +51,8 @@ from . import owners, stores
 
 PREFIX = "sagents-exports"
 """Where archives wait in the export storage."""
+KEEP_DAYS = 7
+"""Days an archive waits for its download; then the retention pass deletes it."""
 
 
 class Gone(Exception):
@@ -130,6 +134,25 @@ def take_download(user: Any, export_id: Any) -> IO[bytes]:
     storage.delete(name)
     copy.seek(0)
     return copy
+
+
+def expire_exports(now: datetime) -> int:
+    """Delete the archives of exports older than ``KEEP_DAYS`` that were never
+    downloaded (their rows say "expired"); how many."""
+    old = DataExport.objects.filter(
+        status__in=(DataExport.PENDING, DataExport.READY),
+        created_at__lt=now - timedelta(days=KEEP_DAYS),
+    )
+    storage = storages[sagents_settings.EXPORT_STORAGE]
+    expired = 0
+    for export in old.iterator():
+        updated = DataExport.objects.filter(pk=export.pk, status=export.status).update(
+            status=DataExport.EXPIRED, file_name=""
+        )
+        if updated and export.file_name:
+            storage.delete(export.file_name)
+        expired += updated
+    return expired
 
 
 # The archive --------------------------------------------------------------------

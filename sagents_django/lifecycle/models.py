@@ -2,7 +2,8 @@
 
 An archive is kept in a storage (``SAGENTS["EXPORT_STORAGE"]``) until its owner
 downloads it, once: the download marks the row and deletes the file, so a link
-replayed later (from a browser history, a proxy log) finds nothing.
+replayed later (from a browser history, a proxy log) finds nothing. One never
+downloaded expires (``export.KEEP_DAYS``), its file deleted by the retention pass.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ class DataExport(models.Model):
     READY = "ready"
     DOWNLOADED = "downloaded"
     FAILED = "failed"
+    EXPIRED = "expired"
     STATUSES = [
         (PENDING, "pending"),
         (READY, "ready"),
         (DOWNLOADED, "downloaded"),
         (FAILED, "failed"),
+        (EXPIRED, "expired"),
     ]
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

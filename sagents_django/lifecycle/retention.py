@@ -42,6 +42,7 @@ from sagents_django.models import (
 from sagents_django.scope import conversation_model, scope_class
 
 from . import owners, stores
+from .export import expire_exports
 
 
 @dataclass(kw_only=True)
@@ -57,6 +58,8 @@ class RetentionReport:
     """Chosen, then kept: a message or a run came while the batch was chosen."""
     batches: int = 0
     removed: dict[str, int] = field(default_factory=dict)
+    expired_exports: int = 0
+    """Export archives never downloaded, deleted after ``export.KEEP_DAYS``."""
     """Rows per model label (a dry run: display rows and runs found)."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,6 +88,8 @@ def apply_retention(
     idle past their limit."""
     now = now or timezone.now()
     report = RetentionReport(dry_run=dry_run)
+    if not dry_run:
+        report.expired_exports = expire_exports(now)
     for owner_pk, days in _owners():
         report.owners += 1
         if days is None:

@@ -234,3 +234,30 @@ def test_a_disk_root_shared_by_every_scope_is_left_out_of_the_archive(
     label = f"agent-{conversation.agent_id}"
     assert f"files/{label}/a.md" in names
     assert not any("notes" in name for name in names)
+
+
+def test_an_archive_never_downloaded_expires_with_the_retention_pass(
+    alice: Any,
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sagents_django.lifecycle.export import KEEP_DAYS
+    from sagents_django.lifecycle.retention import apply_retention
+
+    scope, _, _ = alice
+    old, fresh = request_export(scope.user), request_export(scope.user)
+    DataExport.objects.filter(pk=old.pk).update(
+        created_at=timezone.now() - timedelta(days=KEEP_DAYS + 1)
+    )
+    assert apply_retention(dry_run=True).expired_exports == 0
+    assert apply_retention().expired_exports == 1
+    old.refresh_from_db()
+    assert old.status == "expired" and old.file_name == ""
+    assert storage_names(export_storage()) == [fresh.file_name]
+    client = signed_in(scope.user)
+    url = reverse("sagents_django:download_export", args=[old.pk])
+    assert status_of(client, url) == 410
+    page = client.get(reverse("sagents_django:my_usage")).content.decode()
+    assert "expired (never downloaded)" in page
