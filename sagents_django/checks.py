@@ -24,6 +24,9 @@ fails ``manage.py check`` instead of every turn:
   list of host names; E042 an HTTP server's host is not in MCP_ALLOWED_HOSTS;
   E043 MCP_DATABASE_SERVERS is not a bool; E044 MCP_SECRETS is not a dict of
   secret names to header values (no value is ever quoted)
+- E050 RETENTION_DAYS, E051 RETENTION_FOR, E052 RETENTION_DELETES, E053
+  LIFECYCLE_BATCH, E054 EXPORT_INLINE_MAX_ROWS, E055 EXPORT_STORAGE: a value of
+  the wrong type or outside its closed set
 - E015 FACTORY cannot be imported or is not callable
 - E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
   them cannot be imported or is not a class
@@ -72,6 +75,12 @@ IDS = {
     "MCP_ALLOWED_HOSTS": "sagents_django.E041",
     "MCP_DATABASE_SERVERS": "sagents_django.E043",
     "MCP_SECRETS": "sagents_django.E044",
+    "RETENTION_DAYS": "sagents_django.E050",
+    "RETENTION_FOR": "sagents_django.E051",
+    "RETENTION_DELETES": "sagents_django.E052",
+    "LIFECYCLE_BATCH": "sagents_django.E053",
+    "EXPORT_INLINE_MAX_ROWS": "sagents_django.E054",
+    "EXPORT_STORAGE": "sagents_django.E055",
 }
 """The check id of each key's type check."""
 
@@ -118,6 +127,14 @@ HINTS = {
     "StoredMcpServer rows; False (the default) does not.",
     "MCP_SECRETS": 'Name each secret: {"tickets_token": os.environ['
     '"TICKETS_TOKEN"]}; a row\'s header names it.',
+    "RETENTION_DAYS": "Give days, e.g. 365, or None to keep conversations for ever.",
+    "RETENTION_FOR": "Name a function (owner_pk, *, default) -> days or None, e.g. "
+    '"myapp.plans.retention_for", or leave it unset.',
+    "RETENTION_DELETES": '"conversations" removes idle conversations whole; '
+    '"contents" keeps the conversation and its title.',
+    "LIFECYCLE_BATCH": "Give a number of conversations, e.g. 100.",
+    "EXPORT_INLINE_MAX_ROWS": "Give a number of display rows, e.g. 5000.",
+    "EXPORT_STORAGE": 'Name a STORAGES alias, e.g. "default".',
 }
 
 

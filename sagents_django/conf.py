@@ -99,6 +99,22 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # The secrets those rows' headers name: {"tickets_token": "Bearer ..."}
         # (read them from the environment in the settings file).
         "MCP_SECRETS": {},
+        # Days a conversation may stay idle (no message, no run) before
+        # sagents_retention removes it; None: kept for ever.
+        "RETENTION_DAYS": None,
+        # A function retention_for(owner_pk, *, default) -> days or None (kept for
+        # ever), asked once per conversation owner: plans, tenants' contracts.
+        "RETENTION_FOR": None,
+        # What retention removes: "conversations" (everything) or "contents" (the
+        # state, display rows, runs and files; the conversation and title stay).
+        "RETENTION_DELETES": "conversations",
+        # Conversations removed per transaction by retention and erasure.
+        "LIFECYCLE_BATCH": 100,
+        # An export of more display rows than this is built by a Celery task (on the
+        # celery executor); smaller ones are built in the request.
+        "EXPORT_INLINE_MAX_ROWS": 5000,
+        # The STORAGES alias export archives are kept in until downloaded.
+        "EXPORT_STORAGE": "default",
     }
 )
 
@@ -269,6 +285,25 @@ def _mcp_secrets(value: Any) -> str | None:
     return None
 
 
+RETENTION_DELETES: Final = ("conversations", "contents")
+
+
+def _retention_deletes(value: Any) -> str | None:
+    if isinstance(value, str) and value in RETENTION_DELETES:
+        return None
+    return f"must be one of {RETENTION_DELETES!r}, not {value!r}"
+
+
+def _storage_alias(value: Any) -> str | None:
+    if isinstance(value, str) and value.strip():
+        return None
+    return f"must be a STORAGES alias such as 'default', not {value!r}"
+
+
+_retention_for = _function_path(
+    "a function (owner_pk, *, default) -> days or None", "myapp.plans.retention_for"
+)
+
 VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
     {
         "MODEL": _model,
@@ -297,6 +332,12 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "MCP_ALLOWED_HOSTS": _mcp_allowed_hosts,
         "MCP_DATABASE_SERVERS": _bool,
         "MCP_SECRETS": _mcp_secrets,
+        "RETENTION_DAYS": _positive_int("days", allow_none=True),
+        "RETENTION_FOR": _retention_for,
+        "RETENTION_DELETES": _retention_deletes,
+        "LIFECYCLE_BATCH": _positive_int("conversations"),
+        "EXPORT_INLINE_MAX_ROWS": _positive_int("display rows"),
+        "EXPORT_STORAGE": _storage_alias,
     }
 )
 """Every key's type check; whether SCOPE imports is checked by ``checks.py``."""
@@ -452,6 +493,30 @@ class SagentsSettings:
     @property
     def MCP_SECRETS(self) -> dict[str, str]:
         return dict(valid("MCP_SECRETS"))
+
+    @property
+    def RETENTION_DAYS(self) -> int | None:
+        return cast("int | None", valid("RETENTION_DAYS"))
+
+    @property
+    def RETENTION_FOR(self) -> str | None:
+        return cast("str | None", valid("RETENTION_FOR"))
+
+    @property
+    def RETENTION_DELETES(self) -> str:
+        return cast(str, valid("RETENTION_DELETES"))
+
+    @property
+    def LIFECYCLE_BATCH(self) -> int:
+        return cast(int, valid("LIFECYCLE_BATCH"))
+
+    @property
+    def EXPORT_INLINE_MAX_ROWS(self) -> int:
+        return cast(int, valid("EXPORT_INLINE_MAX_ROWS"))
+
+    @property
+    def EXPORT_STORAGE(self) -> str:
+        return cast(str, valid("EXPORT_STORAGE"))
 
 
 sagents_settings = SagentsSettings()

@@ -84,3 +84,20 @@ def run_schedule(name: str) -> int | None:
     from sagents_django.triggers import run_schedule as record_slot
 
     return record_slot(name)
+
+
+@shared_task(name="sagents_django.tasks.apply_retention", ignore_result=True)  # type: ignore[untyped-decorator]
+def apply_retention() -> dict[str, Any]:
+    """Celery beat's entry for retention (``lifecycle.retention``): one pass,
+    resumable, in bounded batches; what it removed."""
+    from sagents_django.lifecycle.retention import apply_retention as apply
+
+    return apply().to_dict()
+
+
+@shared_task(name="sagents_django.tasks.build_export", ignore_result=True)  # type: ignore[untyped-decorator]
+def build_export(export_id: str) -> str:
+    """Build a large account's export archive (``lifecycle.export``)."""
+    from sagents_django.lifecycle.export import build_export as build
+
+    return build(export_id)

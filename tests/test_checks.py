@@ -81,6 +81,15 @@ BAD_VALUES = [
     ("DISPLAY_PERSISTENCE", 3, "sagents_django.E018"),
     ("MCP_DATABASE_SERVERS", "yes", "sagents_django.E043"),
     ("MCP_DATABASE_SERVERS", None, "sagents_django.E043"),
+    ("RETENTION_DAYS", 0, "sagents_django.E050"),
+    ("RETENTION_DAYS", "30", "sagents_django.E050"),
+    ("RETENTION_DAYS", -7, "sagents_django.E050"),
+    ("RETENTION_FOR", "retention_for", "sagents_django.E051"),
+    ("RETENTION_DELETES", "all", "sagents_django.E052"),
+    ("LIFECYCLE_BATCH", 0, "sagents_django.E053"),
+    ("LIFECYCLE_BATCH", 1.5, "sagents_django.E053"),
+    ("EXPORT_INLINE_MAX_ROWS", None, "sagents_django.E054"),
+    ("EXPORT_STORAGE", "", "sagents_django.E055"),
 ]
 
 
@@ -172,6 +181,12 @@ GOOD = {
     "MCP_ALLOWED_HOSTS": ["mcp.example.com"],
     "MCP_DATABASE_SERVERS": True,
     "MCP_SECRETS": {"tickets_token": "Bearer s3cret"},
+    "RETENTION_DAYS": 30,
+    "RETENTION_FOR": "tests.lifecycle.plans.retention_for",
+    "RETENTION_DELETES": "contents",
+    "LIFECYCLE_BATCH": 10,
+    "EXPORT_INLINE_MAX_ROWS": 100,
+    "EXPORT_STORAGE": "default",
 }
 
 

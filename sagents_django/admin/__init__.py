@@ -20,6 +20,7 @@ from django.contrib.admin import AdminSite
 
 from sagents_django.admin.conversations import AgentRunInline, ConversationAdmin
 from sagents_django.admin.feedback import ReplyFeedbackAdmin
+from sagents_django.admin.lifecycle import DataExportAdmin
 from sagents_django.admin.mcp import StoredMcpServerAdmin
 from sagents_django.admin.records import (
     AgentStateAdmin,
@@ -33,6 +34,7 @@ from sagents_django.admin.triggers import TriggerEventAdmin
 from sagents_django.models import (
     AgentRun,
     AgentState,
+    DataExport,
     DisplayMessage,
     PersistenceFailure,
     ReplyFeedback,
@@ -46,6 +48,7 @@ __all__ = [
     "AgentRunInline",
     "AgentStateAdmin",
     "ConversationAdmin",
+    "DataExportAdmin",
     "DisplayMessageAdmin",
     "PersistenceFailureAdmin",
     "ReadOnlyAdmin",
@@ -71,6 +74,7 @@ def register(site: AdminSite) -> None:
     site.register(StoredMcpServer, StoredMcpServerAdmin)
     site.register(TriggerEvent, TriggerEventAdmin)
     site.register(ReplyFeedback, ReplyFeedbackAdmin)
+    site.register(DataExport, DataExportAdmin)
 
 
 register(admin.site)

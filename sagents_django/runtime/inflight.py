@@ -364,3 +364,10 @@ def _memory_read(conversation_id: str) -> InFlight:
         tool_calls=calls,
         todos=todos,
     )
+
+
+def forget_in_process(conversation_id: str) -> bool:
+    """Drop the conversation's counter and buffer of this process (erasure; the
+    Redis backend's keys are ``_keys``); whether there were any."""
+    with _lock:
+        return _entries.pop(conversation_id, None) is not None

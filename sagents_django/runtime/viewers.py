@@ -323,3 +323,12 @@ async def release(conversation_id: str, channel_name: str) -> bool:
     )
     await asyncio.wrap_future(sent)
     return True
+
+
+def forget_in_process(conversation_id: str) -> int:
+    """Drop the conversation's viewers and last activity of this process
+    (erasure; beside Redis they are ``VIEWERS_KEY`` and ``ACTIVITY_KEY``)."""
+    with _lock:
+        viewers = _memory.pop(conversation_id, None) is not None
+        activity = _activity.pop(conversation_id, None) is not None
+    return int(viewers) + int(activity)

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from sagents_django import services
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound
-from sagents_django.models import DisplayMessage
+from sagents_django.models import DataExport, DisplayMessage
 from sagents_django.runtime import agent_server
 from sagents_django.scope import get_scope
 from sagents_django.security import csp
@@ -117,5 +117,9 @@ def my_usage(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "sagents_django/my_usage.html",
-        {"totals": services.usage_totals(scope), "conversations": titled},
+        {
+            "totals": services.usage_totals(scope),
+            "conversations": titled,
+            "exports": DataExport.objects.filter(user_id=scope.user.pk)[:5],
+        },
     )

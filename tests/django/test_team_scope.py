@@ -163,6 +163,36 @@ findings["titles"] = sorted(
 from sagents_django.runtime.file_scopes import owner_files
 
 findings["owner_files"] = list(owner_files(Scope(owner=blue), blues))
+
+# The data lifecycle on a team site: a team's conversations are the team's.
+from datetime import timedelta
+
+from django.utils import timezone
+
+from sagents_django.exceptions import InvalidInput
+from sagents_django.lifecycle.erasure import erase_owner, erase_user
+from sagents_django.lifecycle.retention import apply_retention
+
+findings["erase_member"] = erase_user(member).removed.get("conversations", 0)
+try:
+    erase_owner(member)
+    findings["erase_owner_user"] = "done"
+except InvalidInput as exc:
+    findings["erase_owner_user"] = str(exc)
+reds = services.create_conversation(Scope(owner=red), title="Red's old plans")
+services.conversation_model().objects.filter(pk=reds.pk).update(
+    updated_at=timezone.now() - timedelta(days=400)
+)
+with override_settings(SAGENTS={"RETENTION_DAYS": 30}):
+    findings["retention"] = apply_retention().conversations
+erased = erase_owner(blue.pk)
+findings["erase_blue"] = [
+    erased.removed.get("conversations"),
+    erased.removed.get("display_messages"),
+]
+findings["left"] = sorted(
+    services.conversation_model().objects.values_list("title", flat=True)
+)
 print(json.dumps(findings))
 """
 
@@ -275,3 +305,15 @@ def test_owner_files_shares_a_teams_files_across_its_conversations(
 ) -> None:
     blue = findings["ids"][2]
     assert findings["owner_files"] == ["team", blue]
+
+
+def test_lifecycle_on_a_team_site_erases_and_retains_by_team(
+    findings: dict[str, Any],
+) -> None:
+    # A member's erasure leaves the team's conversations: they are the team's.
+    assert findings["erase_member"] == 0
+    assert "must be a teams.Team" in findings["erase_owner_user"]
+    assert findings["retention"] == 1  # Red's idle one; Blue's is recent
+    # Blue's: its plans and the member's own ("mine?"), with their messages.
+    assert findings["erase_blue"] == [2, 2]
+    assert findings["left"] == []

@@ -1,6 +1,7 @@
 """Message actions in chromium: rate a reply (htmx swaps the buttons; the rating
 stays after a reload), the turn's usage on its reply, fork from the first turn
-into a new conversation that goes on from there, and My usage."""
+into a new conversation that goes on from there, and My usage with an export of
+the person's data."""
 
 from __future__ import annotations
 
@@ -101,6 +102,16 @@ def test_a_reply_is_rated_and_the_conversation_forked_from_its_turn(
         table = page.locator("#sg-my-usage").inner_text()
         assert "Picnic" in table and "Fork of Picnic" in table
         shot(page, "34-my-usage")
+        # The person's data as a zip, downloaded once.
+        page.get_by_role("button", name="Export my data").click()
+        link = page.locator("#sg-exports").get_by_role("link", name="Download")
+        link.wait_for()
+        with page.expect_download() as download:
+            link.click()
+        assert download.value.suggested_filename.endswith(".zip")
+        page.reload()
+        assert "downloaded" in page.locator("#sg-exports").inner_text()
+        shot(page, "35-my-data-exported")
         # The source conversation is untouched.
         page.goto(f"{site.url}/c/{cid}/")
         wait_connected(page)
