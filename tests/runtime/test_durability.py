@@ -487,12 +487,14 @@ async def test_the_channel_layer_restarted_mid_turn_loses_nothing_stored(
 ) -> None:
     """Redis under the channel layer goes away mid-stream and comes back: the turn
     still ends, the database holds the reply once, and the next turn streams."""
-    env = stacks.process_env(site.llm, QUEUE, FAST, {"REDIS_URL": private_redis.url})
-    layered = [stacks.Worker(site.llm, queue=QUEUE, overrides=FAST) for _ in range(1)]
+    layered = [
+        stacks.Worker(
+            site.llm, queue=QUEUE, overrides=FAST, env={"REDIS_URL": private_redis.url}
+        )
+    ]
     for worker in site.workers:  # only workers on the private layer take this turn
         await asyncio.to_thread(worker.stop)
     for worker in layered:
-        worker.env = {k: v for k, v in env.items() if k == "REDIS_URL"}
         await asyncio.to_thread(worker.start)
     settings.CHANNEL_LAYERS = {
         "default": {
