@@ -150,7 +150,8 @@ def resync(
     plan = chat if live is None else _TodoChat(chat, {"todos": live})
     parts.append(_partial("todo_panel", chat=plan, oob=True))
     parts.append(_partial("file_tree", chat=chat, oob=True))
-    parts.append(_partial("title", conversation=conversation, oob=True))
+    # The title's text only: the bar around it may hold a rename form being typed in.
+    parts.append(_partial("title_live", conversation=conversation, oob=True))
     return "".join(parts)
 
 
@@ -234,7 +235,7 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
         live.conversation = conversation = services.get_conversation(scope, cid)
         if conversation is None:
             return ""
-        return _partial("title", conversation=conversation, oob=True)
+        return _partial("title_live", conversation=conversation, oob=True)
     if event == "agent_state_update":
         return resync(scope, cid, None)
     return ""

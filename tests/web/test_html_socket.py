@@ -95,8 +95,10 @@ async def test_a_resync_sends_the_rows_after_the_pages_last_and_the_panels() -> 
     await socket.disconnect()
     assert 'hx-swap-oob="beforeend:#sg-messages"' in html
     assert "second &lt;b&gt;bold&lt;/b&gt;" in html
-    for panel in ("sg-status", "sg-todos", "sg-files", "sg-approvals", "sg-title"):
+    for panel in ("sg-status", "sg-todos", "sg-files", "sg-approvals", "sg-title-text"):
         assert f'id="{panel}"' in html
+    # The title's text, not its bar: a rename form open there keeps what is typed.
+    assert 'id="sg-title"' not in html and "sg-rename" not in html
 
 
 @pytest.mark.parametrize(
