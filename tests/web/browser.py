@@ -145,6 +145,22 @@ def new_conversation(page: Any, site: Site, title: str = "") -> str:
     return page.url.rstrip("/").rsplit("/", 1)[-1]
 
 
+def send(page: Any, text: str) -> None:
+    """Type ``text`` into the composer and send it with Enter."""
+    box = page.get_by_label("Message", exact=True)
+    box.fill(text)
+    box.press("Enter")
+
+
+def run_turn(page: Any, text: str) -> None:
+    """Send ``text`` and approve what the demo asks, until the turn is done."""
+    send(page, text)
+    approval = page.get_by_role("form", name="Approval needed")
+    approval.wait_for()
+    approval.get_by_role("button", name="Send the decision").click()
+    page.locator("#sg-status", has_text="Ready").wait_for()
+
+
 def wait_connected(page: Any) -> None:
     """The page's socket is open (its first resync has replaced the status)."""
     page.wait_for_function(

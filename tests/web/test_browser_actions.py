@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from tests.support.browsers import shot
-from tests.web.browser import Site, new_conversation, serve, sign_in, wait_connected
+from tests.web.browser import (
+    Site,
+    new_conversation,
+    run_turn,
+    serve,
+    sign_in,
+    wait_connected,
+)
 
 TIMEOUT = 30_000
 
@@ -19,17 +26,6 @@ TIMEOUT = 30_000
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     yield from serve(tmp_path_factory.mktemp("actions-site"), delay_ms=0)
-
-
-def run_turn(page: Any, text: str) -> None:
-    """Send ``text`` and approve what the demo asks, until the turn is done."""
-    box = page.get_by_label("Message", exact=True)
-    box.fill(text)
-    box.press("Enter")
-    approval = page.get_by_role("form", name="Approval needed")
-    approval.wait_for()
-    approval.get_by_role("button", name="Send the decision").click()
-    page.locator("#sg-status", has_text="Ready").wait_for()
 
 
 def test_a_reply_is_rated_and_the_conversation_forked_from_its_turn(

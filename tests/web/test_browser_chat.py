@@ -17,6 +17,8 @@ from tests.web.browser import (
     Site,
     new_conversation,
     row_ids,
+    run_turn,
+    send,
     serve,
     sign_in,
     wait_connected,
@@ -48,12 +50,6 @@ def tab(chrome: Any) -> Iterator[Any]:
     yield page
     context.close()
     assert not errors, errors
-
-
-def send(page: Any, text: str) -> None:
-    box = page.get_by_label("Message", exact=True)
-    box.fill(text)
-    box.press("Enter")
 
 
 def test_a_turn_streams_plans_asks_for_approval_and_writes_a_file_live(
@@ -102,15 +98,6 @@ def test_a_turn_streams_plans_asks_for_approval_and_writes_a_file_live(
     assert row_ids(page) == site.rows(cid)
     assert page.locator("#sg-files a", has_text="guests.txt").count() == 1
     shot(page, "06-reloaded-history")
-
-
-def run_turn(page: Any, text: str) -> None:
-    """Send ``text`` and approve what the demo asks, until the turn is done."""
-    send(page, text)
-    approval = page.get_by_role("form", name="Approval needed")
-    approval.wait_for()
-    approval.get_by_role("button", name="Send the decision").click()
-    page.locator("#sg-status", has_text="Ready").wait_for()
 
 
 def test_an_approval_given_from_the_inbox_resumes_the_turn_and_the_badge_follows(

@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from tests.support.browsers import shot
-from tests.web.browser import Site, new_conversation, serve, sign_in, wait_connected
+from tests.web.browser import (
+    Site,
+    new_conversation,
+    send,
+    serve,
+    sign_in,
+    wait_connected,
+)
 
 TIMEOUT = 30_000
 AXE = Path(__file__).parent / "vendor" / "axe-4.14.1.min.js"
@@ -56,12 +63,6 @@ def open_tab(chrome: Any) -> Iterator[Any]:
     for context in contexts:
         context.close()
     assert errors == []
-
-
-def send(page: Any, text: str) -> None:
-    box = page.get_by_label("Message", exact=True)
-    box.fill(text)
-    box.press("Enter")
 
 
 def axe(page: Any) -> list[str]:
