@@ -29,6 +29,7 @@ from sagents_django import scope as scopes
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope
+from sagents_django.signals import conversation_changed, send_after_commit
 
 from .keyset import beyond
 from .validation import clean_mapping, clean_text, parse_int, parse_uuid, storable
@@ -103,7 +104,12 @@ def create_conversation(
     title = clean_text(title, what="title", max_length=TITLE_MAX_LENGTH, strip=True)
     metadata = clean_mapping(metadata, what="metadata", max_bytes=METADATA_MAX_BYTES)
     owner = scope.owner_values(model)
-    return model._default_manager.create(title=title, metadata=metadata, **owner)
+    with transaction.atomic():
+        conversation = model._default_manager.create(
+            title=title, metadata=metadata, **owner
+        )
+        _changed(conversation, "created")
+    return conversation
 
 
 def get_conversation(scope: Scope, conversation_id: Any) -> AbstractConversation | None:
@@ -156,6 +162,8 @@ def update_conversation(
         if metadata is not _UNSET:
             conversation.metadata = metadata
         conversation.save(update_fields=fields)
+        if title is not _UNSET:
+            _changed(conversation, "renamed")
     return conversation
 
 
@@ -183,9 +191,21 @@ def delete_conversation(scope: Scope, conversation_id: Any) -> None:
     """Delete it with its state, display messages and runs; NotFound outside scope."""
     pk = conversation_pk(conversation_id)
     with transaction.atomic():
-        deleted, _ = owned_conversations(scope).filter(pk=pk).delete()
-    if not deleted:
-        raise NotFound("conversation", str(pk))
+        conversation = owned_conversations(scope).filter(pk=pk).first()
+        if conversation is None:
+            raise NotFound("conversation", str(pk))
+        conversation.delete()
+        conversation.pk = pk  # as it was, for the receivers
+        _changed(conversation, "deleted")
+
+
+def _changed(conversation: AbstractConversation, change: str) -> None:
+    send_after_commit(
+        conversation_changed,
+        sender=type(conversation),
+        conversation=conversation,
+        change=change,
+    )
 
 
 def list_conversations(
