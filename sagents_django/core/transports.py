@@ -96,6 +96,23 @@ def import_litellm() -> Any:
     return litellm
 
 
+_warming: threading.Thread | None = None
+
+
+def warm_litellm() -> None:
+    """Import litellm on a daemon thread, once per process: the first turn of a
+    freshly started server or worker then does not wait seconds for the import
+    (called by the chat page and a Celery worker as they start serving)."""
+    global _warming
+    with _litellm_lock:
+        if _demo_registered or _warming is not None:
+            return
+        _warming = threading.Thread(
+            target=import_litellm, name="sagents-litellm-warm-up", daemon=True
+        )
+    _warming.start()
+
+
 def stop_reason(finish_reason: str | None) -> StopReason:
     return FINISH_REASONS.get(finish_reason or "", "complete")
 

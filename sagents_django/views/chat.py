@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from sagents_django.core import SagentsError
 from sagents_django.core.limits import MAX_MESSAGE_BYTES
+from sagents_django.core.transports import warm_litellm
 from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
 from sagents_django.runtime import agent_server
 from sagents_django.security import csp
@@ -47,6 +48,9 @@ def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
         chat.rows  # noqa: B018  (a cursor of another conversation is bad input)
     except InvalidInput as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
+    # The person will send a message: the model library's import (seconds) starts
+    # now, not when the first turn needs it.
+    warm_litellm()
     return render(request, "sagents_django/conversation.html", {"chat": chat})
 
 
