@@ -201,6 +201,7 @@ def test_the_theme_switch_is_remembered_and_the_sidebar_folds(
 
     # Renaming: the tab's title and the sidebar follow.
     page.get_by_text("Rename").click()
+    shot(page, "ui-06b-rename-open")
     page.get_by_label("New title").fill("Renamed <b>here</b>")
     page.get_by_role("button", name="Save").click()
     page.locator("#sg-title-text", has_text="Renamed").wait_for()
@@ -225,7 +226,9 @@ def test_another_tabs_new_conversation_and_rename_reach_this_tabs_sidebar(
 
     other.goto(f"{site.url}/c/{watched}/")
     wait_connected(other)
+    other.set_viewport_size(PHONE)
     other.get_by_text("Rename", exact=True).click()
+    shot(other, "ui-07b-rename-open-phone")
     other.get_by_label("New title").fill("Renamed elsewhere")
     other.get_by_role("button", name="Save").click()
     page.locator("#sg-title-text", has_text="Renamed elsewhere").wait_for()
