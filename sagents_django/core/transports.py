@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sys
 import threading
@@ -41,6 +42,8 @@ from .provider_errors import (
     malformed_chunk,
     status_error,
 )
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import httpx
@@ -108,9 +111,19 @@ def warm_litellm() -> None:
         if _demo_registered or _warming is not None:
             return
         _warming = threading.Thread(
-            target=import_litellm, name="sagents-litellm-warm-up", daemon=True
+            target=_warm, name="sagents-litellm-warm-up", daemon=True
         )
     _warming.start()
+
+
+def _warm() -> None:
+    try:
+        import_litellm()
+    except Exception:
+        # The turn that needs litellm imports it again and says what failed.
+        logger.warning(
+            "Importing litellm ahead of the first turn failed", exc_info=True
+        )
 
 
 def stop_reason(finish_reason: str | None) -> StopReason:

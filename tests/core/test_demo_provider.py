@@ -213,7 +213,7 @@ def test_without_tools_it_echoes_the_user_and_explains_how_to_configure_a_model(
     assert reply.tool_calls == ()
     assert "What is the capital of France?" in reply.text
     assert "offline demo model" in reply.text
-    assert "SAGENTS_MODEL" in reply.text
+    assert 'SAGENTS["MODEL"] in your settings' in reply.text
 
 
 def test_asked_for_a_title_it_answers_with_six_words_of_the_first_message() -> None:
