@@ -47,7 +47,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 'db_table': 'sagents_conversation_shares',
-                'ordering': ('conversation', 'id'),
+                'ordering': ('id',),
                 'constraints': [models.CheckConstraint(condition=models.Q(models.Q(('group__isnull', True), ('user__isnull', False)), models.Q(('group__isnull', False), ('user__isnull', True)), _connector='OR'), name='sagents_share_user_xor_group'), models.UniqueConstraint(condition=models.Q(('user__isnull', False)), fields=('conversation', 'user'), name='sagents_one_share_per_user'), models.UniqueConstraint(condition=models.Q(('group__isnull', False)), fields=('conversation', 'group'), name='sagents_one_share_per_group')],
             },
         ),

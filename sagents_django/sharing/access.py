@@ -57,6 +57,7 @@ def share_access(user: Any, conversation_id: Any) -> Access | None:
     found = set(
         ConversationShare.objects.filter(conversation_id=conversation_id)
         .filter(_member_of(user))
+        .order_by()
         .values_list("access", flat=True)
     )
     if "write" in found:
@@ -125,8 +126,18 @@ def lend_again(scope: Scope, lent: Lending) -> Scope:
 
 def shared_conversations(scope: Scope) -> QuerySet:
     """The conversations shared with ``scope``'s user that it does not own."""
-    ids = shares_for(scope.user).values("conversation_id")
-    owned = owned_conversations(scope).values("pk")
-    return (
-        conversation_model()._default_manager.filter(pk__in=ids).exclude(pk__in=owned)
+    user = scope.user
+    model = conversation_model()
+    if not _authenticated(user) or not getattr(user, "is_active", True):
+        return model._default_manager.none()
+    # One subquery per way a share reaches the user: each walks its own index
+    # (an OR inside one subquery made SQLite scan every share).
+    reached = Q(
+        pk__in=ConversationShare.objects.filter(user=user).values("conversation_id")
     )
+    groups = getattr(user, "groups", None)
+    if groups is not None:
+        by_group = ConversationShare.objects.filter(group__in=groups.all())
+        reached |= Q(pk__in=by_group.values("conversation_id"))
+    owned = owned_conversations(scope).values("pk")
+    return model._default_manager.filter(reached).exclude(pk__in=owned)

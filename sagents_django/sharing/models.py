@@ -54,7 +54,7 @@ class ConversationShare(models.Model):
 
     class Meta:
         db_table = "sagents_conversation_shares"
-        ordering = ("conversation", "id")
+        ordering = ("id",)
         constraints = [
             models.CheckConstraint(
                 condition=Q(user__isnull=False, group__isnull=True)

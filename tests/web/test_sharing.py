@@ -318,3 +318,18 @@ def test_no_payload_of_the_xss_corpus_survives_on_the_link_page(
     assert [a for a in tags.attributes if "javascript:" in (a[1] or "").lower()] == []
     # The arguments of a tool call never show: only its name, escaped.
     assert "&lt;script&gt;" in html
+
+
+def test_a_read_share_rates_a_reply_as_their_own_word(
+    alice: Any, bob: Any, bob_client: Client, transcript: Any
+) -> None:
+    from sagents_django.models import ReplyFeedback
+
+    shared(alice, transcript, bob, "read")
+    reply = transcript.display_messages.get(message_type="assistant")
+    response = bob_client.post(
+        url("rate", transcript, reply.pk), {"rating": "up"}, **HTMX
+    )
+    assert response.status_code == 200
+    feedback = ReplyFeedback.objects.get()
+    assert (feedback.user, feedback.rating) == (bob, "up")
