@@ -233,7 +233,9 @@ class Scope:
 
         ``data`` must be what ``to_dict`` writes: ``{"user_id": None}`` or the id in
         the type the user model's primary key takes (an int for integer keys, text
-        otherwise); anything else is InvalidInput, never a guess.
+        otherwise), with ``"lent"`` for a scope a share lent (the share is asked
+        again: ``sharing.access.lend_again``); anything else is InvalidInput, never
+        a guess.
         """
         if not isinstance(data, dict) or "user_id" not in data:
             raise InvalidInput(

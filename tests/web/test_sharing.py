@@ -333,3 +333,28 @@ def test_a_read_share_rates_a_reply_as_their_own_word(
     assert response.status_code == 200
     feedback = ReplyFeedback.objects.get()
     assert (feedback.user, feedback.rating) == (bob, "up")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "send",
+        "stop",
+        "retry",
+        "reset",
+        "decide",
+        "rename",
+        "delete",
+        "fork",
+        "share",
+        "link",
+    ],
+)
+def test_another_tenant_posting_any_form_gets_404_and_changes_nothing(
+    name: str, bob_client: Client, transcript: Any, sent: list[Any]
+) -> None:
+    path, body = posts(transcript)[name]
+    before = snapshot()
+    assert bob_client.post(path, body, **HTMX).status_code == 404
+    assert snapshot() == before and sent == []
+    assert not ConversationShare.objects.exists() and not ShareLink.objects.exists()
