@@ -64,8 +64,28 @@ def conversation_model() -> type[AbstractConversation]:
 
 
 def owned_conversations(scope: Scope) -> models.QuerySet:
-    """Every conversation ``scope`` owns."""
-    return scope.filter_conversations(conversation_model()._default_manager.all())
+    """Every conversation ``scope`` owns (a lent scope: the one its share lends)."""
+    rows = scope.filter_conversations(conversation_model()._default_manager.all())
+    lent = getattr(scope, "lent", None)
+    if lent is not None:
+        # Again here: a host's own filter_conversations may not know lending.
+        rows = rows.filter(pk=lent.conversation_id)
+    return rows
+
+
+def refuse_read_only(scope: Scope, conversation_id: Any) -> None:
+    """NotFound when ``scope`` was lent by a read share: every write of the
+    services starts here, so a read share changes nothing, whatever the entry
+    point."""
+    if getattr(scope, "read_only", False):
+        raise NotFound("conversation", str(conversation_id))
+
+
+def refuse_lent(scope: Scope, conversation_id: Any) -> None:
+    """NotFound for any lent scope: renaming, deleting and sharing are the
+    owner's (their own scope), never a share's."""
+    if getattr(scope, "lent", None) is not None:
+        raise NotFound("conversation", str(conversation_id))
 
 
 def owned_ids(scope: Scope) -> models.QuerySet:
@@ -138,6 +158,7 @@ def update_conversation(
 ) -> AbstractConversation:
     """Set the title and/or replace the metadata; NotFound outside ``scope``."""
     pk = conversation_pk(conversation_id)
+    refuse_lent(scope, pk)
     fields = ["updated_at"]
     if title is not _UNSET:
         title = clean_text(title, what="title", max_length=TITLE_MAX_LENGTH, strip=True)
@@ -178,6 +199,7 @@ def set_generated_title(scope: Scope, conversation_id: Any, title: Any) -> bool:
     )
     if not title:
         return False
+    refuse_read_only(scope, pk)
     require_conversation(scope, pk, touch=False)
     updated = (
         owned_conversations(scope)
@@ -190,6 +212,7 @@ def set_generated_title(scope: Scope, conversation_id: Any, title: Any) -> bool:
 def delete_conversation(scope: Scope, conversation_id: Any) -> None:
     """Delete it with its state, display messages and runs; NotFound outside scope."""
     pk = conversation_pk(conversation_id)
+    refuse_lent(scope, pk)
     with transaction.atomic():
         conversation = owned_conversations(scope).filter(pk=pk).first()
         if conversation is None:

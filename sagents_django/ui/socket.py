@@ -106,6 +106,7 @@ class ChatPageConsumer(AgentConsumerBase):
                 await agent_server.asubscribe_debug(scope, cid, self.channel_name)
                 self.conversation = str(cid)
             else:
+                scope = await self.scope_of(cid)  # the user's, or a share's
                 await agent_server.asubscribe(scope, cid, self.channel_name)
                 self.conversation = str(cid)
                 self.start_viewing(self.conversation)
@@ -224,7 +225,10 @@ class ChatPageConsumer(AgentConsumerBase):
         snapshot = await inflight.read(self.conversation)
         self.live.status = None  # read again: events may have been missed
         html = await database_sync_to_async(fragments.resync)(
-            self.the_scope(), self.conversation, after, in_flight=snapshot
+            self.the_scope(self.conversation),
+            self.conversation,
+            after,
+            in_flight=snapshot,
         )
         await self._emit(html)
         held = self.rebase(self.conversation, snapshot.seq)
@@ -290,7 +294,7 @@ class ChatPageConsumer(AgentConsumerBase):
         ):
             return  # the conversation's own group brought it, in order
         html = await database_sync_to_async(fragments.file_panel)(
-            self.agent_scope, self.conversation
+            self.the_scope(self.conversation), self.conversation
         )
         await self._emit(html)
 
@@ -307,10 +311,11 @@ class ChatPageConsumer(AgentConsumerBase):
             if message.get("event") == "llm_deltas":
                 # No database read: rendered here, gathered into fewer frames.
                 await self._emit(
-                    fragments.for_event(self.the_scope(), message), stream=True
+                    fragments.for_event(self.the_scope(self.conversation), message),
+                    stream=True,
                 )
                 continue
             html = await database_sync_to_async(fragments.for_event)(
-                self.the_scope(), message, self.live
+                self.the_scope(self.conversation), message, self.live
             )
             await self._emit(html)

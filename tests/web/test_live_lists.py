@@ -33,10 +33,8 @@ async def next_frame(socket: WebsocketCommunicator) -> str:
     return await socket.receive_from(5)
 
 
-async def test_a_conversation_created_in_another_tab_appears_in_the_list_page() -> (
-    None
-):
-    alice, scope, first = await person("alice")
+async def test_a_conversation_created_in_another_tab_appears_in_the_list_page() -> None:
+    alice, scope, _first = await person("alice")
     socket, connected = await connect(alice, "/ws/sagents/html/?list=page")
     assert connected
 
@@ -98,7 +96,7 @@ async def test_a_rename_of_another_conversation_leaves_the_title_bar_alone() -> 
 
 
 async def test_another_owners_changes_never_reach_the_list() -> None:
-    alice, alice_scope, _ = await person("alice")
+    _alice, alice_scope, _ = await person("alice")
     bob, bob_scope, _ = await person("bob")
     socket, _ = await connect(bob, "/ws/sagents/html/?list=nav")
 
@@ -136,9 +134,10 @@ async def test_a_malformed_list_query_is_a_plain_list_socket(query: str) -> None
     html = await next_frame(socket)
 
     assert "aria-current" not in html  # no conversation marked
-    assert titles(html, "sg-nav-list" if "nav" in query else "sg-conversations")[
-        0
-    ] == "New"
+    assert (
+        titles(html, "sg-nav-list" if "nav" in query else "sg-conversations")[0]
+        == "New"
+    )
     await socket.disconnect()
 
 
@@ -152,7 +151,7 @@ async def test_a_receiver_of_conversation_changed_sees_each_change() -> None:
 
     conversation_changed.connect(receiver)
     try:
-        alice, scope, _ = await person("alice")
+        _alice, scope, _ = await person("alice")
         created = await sync_to_async(services.create_conversation)(scope, title="A")
         await sync_to_async(services.update_conversation)(scope, created.pk, title="B")
         await sync_to_async(services.update_conversation)(
