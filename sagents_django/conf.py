@@ -20,6 +20,8 @@ from typing import Any, Final, Literal, cast
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from sagents_django.budgets.config import problem as budgets_problem
+
 Executor = Literal["inline", "celery"]
 EXECUTORS: Final[tuple[Executor, ...]] = ("inline", "celery")
 
@@ -115,6 +117,9 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         "EXPORT_INLINE_MAX_ROWS": 5000,
         # The STORAGES alias export archives are kept in until downloaded.
         "EXPORT_STORAGE": "default",
+        # Spend budgets checked before every model call (sagents_django.budgets
+        # .config says the shape); None: off (the usage ledger is still written).
+        "BUDGETS": None,
     }
 )
 
@@ -338,6 +343,7 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "LIFECYCLE_BATCH": _positive_int("conversations"),
         "EXPORT_INLINE_MAX_ROWS": _positive_int("display rows"),
         "EXPORT_STORAGE": _storage_alias,
+        "BUDGETS": budgets_problem,
     }
 )
 """Every key's type check; whether SCOPE imports is checked by ``checks.py``."""

@@ -22,8 +22,10 @@ from typing import Any
 from django.db import transaction
 
 from sagents_django import services
+from sagents_django.budgets.turns import TurnLedger
 from sagents_django.core import Message, State, TokenUsage
 from sagents_django.core.approvals import interrupt_from_dict
+from sagents_django.core.middleware.spend_budget import BudgetDecision
 from sagents_django.core.outbox import QueuedFromTool
 from sagents_django.core.persistence import PersistenceContext, ToolInfo
 from sagents_django.persistence import display_callbacks, display_rows, record_failure
@@ -73,6 +75,8 @@ class Recorder:
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     queued: int = 0
     """Messages of the turn's outbox already queued on the run (``tool_queue``)."""
+    ledger: TurnLedger | None = None
+    """The usage ledger row of each reply, written in the reply's transaction."""
 
     @property
     def run_id(self) -> str:
@@ -140,6 +144,8 @@ class Recorder:
             if message.tool_calls and message.status == "complete":
                 self.tenure.tools_started()
                 self.step_calls, self.finished = len(message.tool_calls), 0
+            if self.ledger is not None:
+                self.ledger.reply()
             await self._record(ex, message)
             await publisher.publish("llm_message", {"message": message.to_dict()})
 
@@ -152,6 +158,8 @@ class Recorder:
             )
 
         async def on_usage(_ex: Any, usage: TokenUsage) -> None:
+            if self.ledger is not None:
+                self.ledger.noted(usage)
             await publisher.publish("llm_token_usage", {"usage": usage.to_dict()})
 
         async def mark_executing(ex: Any, call: Any, tool: Any) -> None:
@@ -389,6 +397,7 @@ class Recorder:
                     raise RuntimeError("The message's display rows were not saved")
                 self.checkpoints.write(state)
                 shown = self._queue(queued)
+                self._write_ledger()
             return cards, rows, shown
         except runs.LeaseLost:
             raise
@@ -402,7 +411,36 @@ class Recorder:
             rows = list(self.display.save_message(self.scope, message, self.context()))
             self._write_checkpoint(state)
             shown = self._queue(queued)
+            self._write_ledger()
         return cards, rows, shown
+
+    def _write_ledger(self) -> None:
+        if self.ledger is not None:
+            self.ledger.write()
+
+    async def budget_warning(self, decision: BudgetDecision) -> None:
+        """A soft threshold was crossed: a line in the chat, published, and the
+        ``budget_threshold_reached`` signal (after its commit)."""
+        note: Any = {
+            "message_type": "system",
+            "content_type": "notification",
+            "content": {"text": decision.message, "budget": decision.data},
+        }
+        row = await db(self.display.save_synthetic_message)(
+            self.scope, note, self.context()
+        )
+        if row is not None:
+            await self.publisher.publish(
+                "display_message_saved", {"display_message": display_message_json(row)}
+            )
+        await asignal(
+            "budget_threshold_reached",
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            user_id=getattr(self.scope.user, "pk", None),
+            budget=decision.data,
+            message=decision.message,
+        )
 
     async def _checkpoint(self, state: State) -> None:
         assert self.checkpoints is not None

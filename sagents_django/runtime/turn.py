@@ -30,6 +30,7 @@ from typing import Any, Literal
 from django.utils.module_loading import import_string
 
 from sagents_django import services
+from sagents_django.budgets import turns as budget_turns
 from sagents_django.conf import sagents_settings
 from sagents_django.core import (
     Agent,
@@ -40,7 +41,7 @@ from sagents_django.core import (
     Message,
     State,
 )
-from sagents_django.core.exceptions import LLMError
+from sagents_django.core.exceptions import LLMError, TurnStopped
 from sagents_django.core.filesystem.debounce import (
     flush_pending_writes,
     has_pending_writes,
@@ -178,6 +179,14 @@ class Turn:
             if turn.filesystem_scope is None:  # the call named none: the site's
                 turn.filesystem_scope = site_filesystem_scope(scope, conversation)
             turn.agent = build_agent(turn.agent_id, scope, turn.filesystem_scope)
+            turn.recorder.ledger = budget_turns.attach(
+                turn.agent,
+                scope=scope,
+                conversation_id=conversation_id,
+                run_id=turn.run_id,
+                run_sync=db,
+                warn=turn.recorder.budget_warning,
+            )
             turn.load()
             turn.resume_checkpoints()
         except Exception as exc:
@@ -503,12 +512,14 @@ class Turn:
             return await self._end(Ending.cancelled(usage=usage))
         if status == "error":
             exc = result.exception
+            kind = "provider_error" if isinstance(exc, LLMError) else "agent_error"
             return await self._end(
                 Ending.failed(
                     result.error or "The turn failed",
-                    "provider_error" if isinstance(exc, LLMError) else "agent_error",
+                    exc.reason if isinstance(exc, TurnStopped) else kind,
                     retryable=bool(getattr(exc, "retryable", False)),
                     usage=usage,
+                    details=exc.data if isinstance(exc, TurnStopped) else {},
                 )
             )
         for name, kwargs in closing_signals(result):

@@ -1,0 +1,154 @@
+"""A turn's usage ledger and budget: what the runtime attaches to each turn.
+
+``TurnLedger`` writes one ``UsageEntry`` per model call inside the transaction
+that records the reply (``runtime.recorder``): the step's display rows, its
+checkpoint and its ledger row commit together, so the ledger costs one INSERT per
+call and no commit (``bench/durable_step.py``), and a takeover never counts a reply
+twice. With budgets on, the same transaction settles the call's reservation.
+
+``TurnBudget`` is the ``BudgetStore`` the core's ``SpendBudget`` middleware calls
+before each model call: it runs ``BudgetBook`` on a database thread and, when a soft
+threshold is crossed, writes the chat's line and sends ``budget_threshold_reached``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from sagents_django.core import Agent, SpendBudget, TokenUsage
+from sagents_django.core.middleware.spend_budget import BudgetDecision, CallEstimate
+from sagents_django.scope import Scope
+
+from .config import BudgetSettings, budget_settings
+from .limits import Subject
+from .models import UsageEntry
+from .store import BudgetBook, price
+
+logger = logging.getLogger(__name__)
+
+
+class TurnLedger:
+    """The ledger rows of one turn (``write`` runs inside the recorder's unit)."""
+
+    def __init__(
+        self,
+        *,
+        scope: Scope,
+        conversation_id: Any,
+        run_id: Any,
+        model: str,
+        book: BudgetBook | None = None,
+    ) -> None:
+        self.subject = Subject.of(scope, conversation_id)
+        self.conversation_id = conversation_id
+        self.run_id = run_id
+        self.model = model
+        self.book = book
+        self.usage: TokenUsage | None = None
+        self.replied = False
+
+    def noted(self, usage: TokenUsage) -> None:
+        """A call reported its usage (before its reply is recorded)."""
+        self.usage = usage
+
+    def reply(self) -> None:
+        """A call's reply is about to be recorded: its ledger row goes with it."""
+        self.replied = True
+
+    def write(self) -> None:
+        """On a database thread, inside the reply's transaction."""
+        if not self.replied:
+            return
+        usage = self.usage or TokenUsage()
+        from sagents_django.runtime.usage import cost_of
+
+        cost = cost_of(self.model, usage) if self.usage is not None else None
+        config = self.book.config if self.book is not None else None
+        charged = price(self.model, usage, config) if self.usage is not None else None
+        UsageEntry.objects.create(
+            created_at=timezone.now(),
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            user_id=self.subject.user_pk,
+            owner_key=str(self.subject.owner_pk or "")[:64],
+            model=self.model[:255],
+            input_tokens=usage.input,
+            output_tokens=usage.output,
+            cost=cost,
+            charged=charged,
+        )
+        if self.book is not None:
+            self.book.settle(charged)
+        written = self.usage
+
+        def done() -> None:
+            # Only once committed: a unit tried again writes this row again.
+            if self.usage is written:
+                self.usage, self.replied = None, False
+
+        transaction.on_commit(done)
+
+
+class TurnBudget:
+    """The ``BudgetStore`` of one turn (async, over ``BudgetBook``)."""
+
+    def __init__(
+        self,
+        book: BudgetBook,
+        *,
+        run_sync: Callable[[Callable[..., Any]], Callable[..., Awaitable[Any]]],
+        warn: Callable[[BudgetDecision], Awaitable[None]],
+    ) -> None:
+        self.book = book
+        self.run_sync = run_sync
+        self.warn = warn
+
+    async def reserve(self, estimate: CallEstimate) -> BudgetDecision:
+        decision: BudgetDecision = await self.run_sync(self.book.reserve)(estimate)
+        if decision.outcome == "warn":
+            try:
+                await self.warn(decision)
+            except Exception:
+                logger.exception("Could not announce a budget warning")
+        return decision
+
+    async def release(self) -> None:
+        if self.book.held is not None:
+            await self.run_sync(self.book.release)()
+
+    async def decide(self, data: dict[str, Any], approved: bool) -> None:
+        await self.run_sync(self.book.decide)(data, approved)
+
+
+def attach(
+    agent: Agent,
+    *,
+    scope: Scope,
+    conversation_id: Any,
+    run_id: Any,
+    run_sync: Any,
+    warn: Callable[[BudgetDecision], Awaitable[None]],
+) -> TurnLedger:
+    """The turn's ledger; with budgets on, ``SpendBudget`` added to ``agent``."""
+    config: BudgetSettings | None = budget_settings()
+    book = None
+    if config is not None:
+        book = BudgetBook(
+            scope=scope, conversation_id=conversation_id, run_id=run_id, config=config
+        )
+        store = TurnBudget(book, run_sync=run_sync, warn=warn)
+        agent.add_middleware(
+            SpendBudget(store=store, max_output_tokens=config.max_output_tokens)
+        )
+    return TurnLedger(
+        scope=scope,
+        conversation_id=conversation_id,
+        run_id=run_id,
+        model=agent.model.name,
+        book=book,
+    )
