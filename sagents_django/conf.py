@@ -20,6 +20,8 @@ from typing import Any, Final, Literal, cast
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from sagents_django.budgets.config import BudgetSettings
+from sagents_django.budgets.config import parse as parse_budgets
 from sagents_django.budgets.config import problem as budgets_problem
 
 Executor = Literal["inline", "celery"]
@@ -523,6 +525,10 @@ class SagentsSettings:
     @property
     def EXPORT_STORAGE(self) -> str:
         return cast(str, valid("EXPORT_STORAGE"))
+
+    @property
+    def BUDGETS(self) -> BudgetSettings | None:
+        return parse_budgets(valid("BUDGETS"))
 
 
 sagents_settings = SagentsSettings()

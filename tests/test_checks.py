@@ -90,6 +90,35 @@ BAD_VALUES = [
     ("LIFECYCLE_BATCH", 1.5, "sagents_django.E053"),
     ("EXPORT_INLINE_MAX_ROWS", None, "sagents_django.E054"),
     ("EXPORT_STORAGE", "", "sagents_django.E055"),
+    ("BUDGETS", [], "sagents_django.E060"),
+    ("BUDGETS", {"LIMITS": []}, "sagents_django.E060"),
+    (
+        "BUDGETS",
+        {"DEFAULTS": [{"scope": "user", "limit": "-1"}]},
+        "sagents_django.E060",
+    ),
+    (
+        "BUDGETS",
+        {"DEFAULTS": [{"scope": "user", "limit": "1e9"}]},
+        "sagents_django.E060",
+    ),
+    (
+        "BUDGETS",
+        {"DEFAULTS": [{"scope": "user", "limit": "NaN"}]},
+        "sagents_django.E060",
+    ),
+    ("BUDGETS", {"DEFAULTS": [{"scope": "team", "limit": "1"}]}, "sagents_django.E060"),
+    (
+        "BUDGETS",
+        {"DEFAULTS": [{"scope": "user", "period": "week", "limit": "1"}]},
+        "sagents_django.E060",
+    ),
+    ("BUDGETS", {"DEFAULTS": [{"scope": "user", "limit": 1.5}]}, "sagents_django.E060"),
+    ("BUDGETS", {"SOFT_ACTION": "email"}, "sagents_django.E060"),
+    ("BUDGETS", {"UNPRICED": "free"}, "sagents_django.E060"),
+    ("BUDGETS", {"UNPRICED": {"input": "-1", "output": "1"}}, "sagents_django.E060"),
+    ("BUDGETS", {"MAX_OUTPUT_TOKENS": 0}, "sagents_django.E060"),
+    ("BUDGETS", {"BUDGET_FOR": "nodots"}, "sagents_django.E060"),
 ]
 
 
@@ -187,6 +216,13 @@ GOOD = {
     "LIFECYCLE_BATCH": 10,
     "EXPORT_INLINE_MAX_ROWS": 100,
     "EXPORT_STORAGE": "default",
+    "BUDGETS": {
+        "DEFAULTS": [{"scope": "user", "period": "day", "limit": "5"}],
+        "SOFT_ACTION": "approve",
+        "UNPRICED": {"input": "5", "output": "15"},
+        "MAX_OUTPUT_TOKENS": 2048,
+        "RESERVATION_SECONDS": 60,
+    },
 }
 
 

@@ -167,12 +167,12 @@ def problem(value: Any) -> str | None:
     try:
         parse(value)
     except ValueError as exc:
-        return str(exc)
+        return f"{exc}, in {value!r}" if isinstance(value, Mapping) else str(exc)
     return None
 
 
 def budget_settings() -> BudgetSettings | None:
     """The site's budget settings (checked: ImproperlyConfigured when malformed)."""
-    from sagents_django.conf import valid
+    from sagents_django.conf import sagents_settings
 
-    return parse(valid("BUDGETS"))
+    return sagents_settings.BUDGETS

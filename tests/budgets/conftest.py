@@ -10,7 +10,10 @@ from asgiref.sync import sync_to_async
 from django.db import connections
 
 from sagents_django.runtime.executors import wait_inline
+from tests.django.conftest import other_user, user
 from tests.runtime.follow import EMBEDDED
+
+__all__ = ["budget_site", "other_user", "user"]  # the users: tests.django's fixtures
 
 PRICED = "openai/gpt-4o-mini"
 """In litellm's bundled map: $0.15 per million input tokens, $0.60 per million
