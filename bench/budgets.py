@@ -156,9 +156,9 @@ def run(database: str, rows: int, calls: int) -> None:
 
     started = time.perf_counter()
     with CaptureQueriesContext(connection) as first:
-        book.reserve(estimate)
+        decision = book.reserve(estimate)
     made = (time.perf_counter() - started) * 1000
-    book.release()
+    book.release(decision.hold)
     counters = BudgetCounter.objects.filter(key__startswith="user:")
     spent = {c.period: c.spent for c in counters}
     print(
@@ -168,16 +168,16 @@ def run(database: str, rows: int, calls: int) -> None:
 
     reserve, release, pricing, in_sql = [], [], [], []
     with CaptureQueriesContext(connection) as one:
-        book.reserve(estimate)
-    book.release()
+        decision = book.reserve(estimate)
+    book.release(decision.hold)
     clock = StatementClock()
     for _ in range(calls):
         t0 = time.perf_counter()
         with connection.execute_wrapper(clock):
-            book.reserve(estimate)
+            decision = book.reserve(estimate)
         t1 = time.perf_counter()
         in_sql.append(clock.take())
-        book.release()
+        book.release(decision.hold)
         t2 = time.perf_counter()
         price(estimate.model, TokenUsage(input=3500, output=1000), config)
         t3 = time.perf_counter()
@@ -222,22 +222,17 @@ def run(database: str, rows: int, calls: int) -> None:
         f"(cached per message, as the loop counts)"
     )
 
-    from django.db import transaction
-
     ledger = TurnLedger(
         scope=scope, conversation_id=None, run_id=None, model=estimate.model, book=book
     )
     settle = []
-    book.reserve(estimate)
+    hold = book.reserve(estimate).hold
     with CaptureQueriesContext(connection) as written:
-        _settle_once(ledger)
+        _settle_once(ledger, hold)
     for _ in range(calls):
-        book.reserve(estimate)
+        hold = book.reserve(estimate).hold
         t0 = time.perf_counter()
-        with transaction.atomic():
-            ledger.noted(TokenUsage(input=3500, output=200))
-            ledger.reply()
-            ledger.write()
+        _settle_once(ledger, hold)
         settle.append((time.perf_counter() - t0) * 1000)
     kinds = [q["sql"].split()[0] for q in written.captured_queries]
     inside = [k for k in kinds if k not in ("SAVEPOINT", "RELEASE")]
@@ -247,15 +242,15 @@ def run(database: str, rows: int, calls: int) -> None:
     )
 
 
-def _settle_once(ledger: Any) -> None:
+def _settle_once(ledger: Any, hold: Any) -> None:
+    """What the reply's transaction adds (``TurnLedger.write`` of the turn's
+    call): the ledger row and the hold settled."""
     from django.db import transaction
 
     from sagents_django.core import TokenUsage
 
     with transaction.atomic():
-        ledger.noted(TokenUsage(input=3500, output=200))
-        ledger.reply()
-        ledger.write()
+        ledger.record("openai/gpt-4o-mini", TokenUsage(input=3500, output=200), hold)
 
 
 class StatementClock:

@@ -80,7 +80,9 @@ class BudgetBook:
         self.subject = Subject.of(scope, conversation_id)
         self.run_id = run_id
         self.config = config
-        self.held: Held | None = None
+        self.open: dict[Any, Held] = {}
+        """Holds not settled yet, by reservation id (a turn's own calls and its
+        sub-agents' calls, which may run in parallel)."""
 
     # Reserving -------------------------------------------------------------------
     def reserve(self, estimate: CallEstimate) -> BudgetDecision:
@@ -122,14 +124,18 @@ class BudgetBook:
                 counters=ids,
                 expires_at=now + timedelta(seconds=self.config.reservation_seconds),
             )
-            self.held = Held(id=row.pk, amount=amount, counters=ids)
+            held = Held(id=row.pk, amount=amount, counters=ids)
+            self.open[held.id] = held
+        decision.hold = held
         return decision
 
     # Settling and releasing ---------------------------------------------------------
-    def settle(self, charged: Decimal | None) -> None:
-        """Inside the step's transaction: add what the call cost to every counter
-        of this subject's current periods, and drop its reservation."""
-        held, now = self.held, timezone.now()
+    def settle(self, hold: Held | None, charged: Decimal | None) -> None:
+        """Inside the transaction that records the call: add what it cost to
+        every counter of this subject's current periods, and drop its hold (what
+        it reserved is counted when the call said nothing of its usage)."""
+        held = hold if hold is not None and hold.id in self.open else None
+        now = timezone.now()
         spent = charged if charged is not None else (held.amount if held else None)
         current = Q()
         for key in self.subject.counter_keys():
@@ -149,25 +155,18 @@ class BudgetBook:
             BudgetCounter.objects.filter(current).update(**changes)
         if held is not None:
             BudgetReservation.objects.filter(pk=held.id).delete()
-            transaction.on_commit(self._forget(held))
+            # Only once committed: a unit tried again settles it again.
+            transaction.on_commit(lambda: self.open.pop(held.id, None))
 
-    def _forget(self, held: Held) -> Any:
-        def forget() -> None:
-            if self.held is held:
-                self.held = None
-
-        return forget
-
-    def release(self) -> None:
-        """Give back a reservation no reply settled."""
-        held = self.held
+    def release(self, hold: Held | None) -> None:
+        """Give back a hold no reply settled."""
+        held = self.open.pop(hold.id, None) if hold is not None else None
         if held is None:
             return
         with transaction.atomic():
             unsynced()
             if BudgetReservation.objects.filter(pk=held.id).delete()[0]:
                 give_back(held.counters, held.amount)
-        self.held = None
 
     # Approving ----------------------------------------------------------------------
     def decide(self, data: dict[str, Any], approved: bool) -> None:

@@ -43,12 +43,15 @@ class TurnLedger:
         run_id: Any,
         model: str,
         book: BudgetBook | None = None,
+        budget: SpendBudget | None = None,
     ) -> None:
         self.subject = Subject.of(scope, conversation_id)
         self.conversation_id = conversation_id
         self.run_id = run_id
         self.model = model
         self.book = book
+        self.budget = budget
+        """The turn's own ``SpendBudget`` (its sub-agents' settle themselves)."""
         self.usage: TokenUsage | None = None
         self.replied = False
 
@@ -64,26 +67,8 @@ class TurnLedger:
         """On a database thread, inside the reply's transaction."""
         if not self.replied:
             return
-        usage = self.usage or TokenUsage()
-        from sagents_django.runtime.usage import cost_of
-
-        cost = cost_of(self.model, usage) if self.usage is not None else None
-        config = self.book.config if self.book is not None else None
-        charged = price(self.model, usage, config) if self.usage is not None else None
-        UsageEntry.objects.create(
-            created_at=timezone.now(),
-            conversation_id=self.conversation_id,
-            run_id=self.run_id,
-            user_id=self.subject.user_pk,
-            owner_key=str(self.subject.owner_pk or "")[:64],
-            model=self.model[:255],
-            input_tokens=usage.input,
-            output_tokens=usage.output,
-            cost=cost,
-            charged=charged,
-        )
-        if self.book is not None:
-            self.book.settle(charged)
+        token = self.budget.hold if self.budget is not None else None
+        self.record(self.model, self.usage, token[0] if token else None)
         written = self.usage
 
         def done() -> None:
@@ -92,6 +77,36 @@ class TurnLedger:
                 self.usage, self.replied = None, False
 
         transaction.on_commit(done)
+
+    def record(self, model: str, usage: TokenUsage | None, hold: Any) -> None:
+        """One call's ledger row, and its hold settled (in the caller's
+        transaction)."""
+        from sagents_django.runtime.usage import cost_of
+
+        known = usage or TokenUsage()
+        config = self.book.config if self.book is not None else None
+        cost = cost_of(model, known) if usage is not None else None
+        charged = price(model, known, config) if usage is not None else None
+        UsageEntry.objects.create(
+            created_at=timezone.now(),
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            user_id=self.subject.user_pk,
+            owner_key=str(self.subject.owner_pk or "")[:64],
+            model=model[:255],
+            input_tokens=known.input,
+            output_tokens=known.output,
+            cost=cost,
+            charged=charged,
+        )
+        if self.book is not None:
+            self.book.settle(hold, charged)
+
+    def record_alone(self, model: str, usage: TokenUsage | None, hold: Any) -> None:
+        """A call the recorder did not see (a sub-agent's): its row and its
+        settlement in a transaction of their own."""
+        with transaction.atomic():
+            self.record(model, usage, hold)
 
 
 class TurnBudget:
@@ -107,9 +122,12 @@ class TurnBudget:
         self.book = book
         self.run_sync = run_sync
         self.warn = warn
+        self.ledger: TurnLedger | None = None
 
     async def reserve(self, estimate: CallEstimate) -> BudgetDecision:
         decision: BudgetDecision = await self.run_sync(self.book.reserve)(estimate)
+        if decision.hold is not None:
+            decision.hold = (decision.hold, estimate.model)
         if decision.outcome == "warn":
             try:
                 await self.warn(decision)
@@ -117,9 +135,16 @@ class TurnBudget:
                 logger.exception("Could not announce a budget warning")
         return decision
 
-    async def release(self) -> None:
-        if self.book.held is not None:
-            await self.run_sync(self.book.release)()
+    async def settle(self, hold: Any, usage: TokenUsage | None) -> None:
+        held, model = hold
+        if held.id not in self.book.open or self.ledger is None:
+            return  # the recorder settled it with the reply
+        await self.run_sync(self.ledger.record_alone)(model, usage, held)
+
+    async def release(self, hold: Any) -> None:
+        held, _model = hold
+        if held.id in self.book.open:
+            await self.run_sync(self.book.release)(held)
 
     async def decide(self, data: dict[str, Any], approved: bool) -> None:
         await self.run_sync(self.book.decide)(data, approved)
@@ -136,19 +161,22 @@ def attach(
 ) -> TurnLedger:
     """The turn's ledger; with budgets on, ``SpendBudget`` added to ``agent``."""
     config: BudgetSettings | None = budget_settings()
-    book = None
+    book = store = budget = None
     if config is not None:
         book = BudgetBook(
             scope=scope, conversation_id=conversation_id, run_id=run_id, config=config
         )
         store = TurnBudget(book, run_sync=run_sync, warn=warn)
-        agent.add_middleware(
-            SpendBudget(store=store, max_output_tokens=config.max_output_tokens)
-        )
-    return TurnLedger(
+        budget = SpendBudget(store=store, max_output_tokens=config.max_output_tokens)
+        agent.add_middleware(budget)
+    ledger = TurnLedger(
         scope=scope,
         conversation_id=conversation_id,
         run_id=run_id,
         model=agent.model.name,
         book=book,
+        budget=budget,
     )
+    if store is not None:
+        store.ledger = ledger
+    return ledger

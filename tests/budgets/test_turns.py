@@ -319,3 +319,29 @@ async def test_display_rows_of_a_budget_say_it_in_the_readers_words(
     assert describe(row.content["details"], exhausted=True).startswith(
         "Budget exhausted: today's budget for the site is $0"
     )
+
+
+async def test_a_sub_agents_calls_are_checked_written_and_settled(
+    budget_site: Any,
+) -> None:
+    budget_site.budgets(ON)
+    task = {"instructions": "Count to two.", "subagent_type": "general-purpose"}
+    budget_site.script(
+        reply(tool_calls=[tool_call("task", task, id="task_1")], usage=(100, 10)),
+        reply("One, two.", usage=(200, 20)),  # the sub-agent's call
+        reply("It counted.", usage=(300, 30)),
+    )
+    scope, conversation = await new_conversation()
+    await Budget.objects.acreate(
+        scope="user", user=scope.user, period="month", limit=Decimal("1")
+    )
+    _, finished, run = await run_turn(scope, conversation, "delegate")
+
+    assert finished["data"]["status"] == "completed"
+    assert len(budget_site.requests) == 3
+    rows = await entries(run_id=run.pk)
+    assert sorted(e.input_tokens for e in rows) == [100, 200, 300]
+    counter = await BudgetCounter.objects.aget(key=f"user:{scope.user.pk}")
+    assert counter.reserved == 0
+    assert counter.spent == sum(e.charged for e in rows)
+    assert not await BudgetReservation.objects.aexists()

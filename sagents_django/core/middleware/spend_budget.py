@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ..approvals import CustomInterrupt
 from ..events import emit
 from ..exceptions import ConfigurationError, InvalidResume
-from ..messages import Message
+from ..messages import Message, TokenUsage
 from ..tokens import TokenCache, approximate_text_tokens, count_tokens
 from .base import Interrupt, Middleware, Stop, call_hook
 
@@ -71,6 +71,9 @@ class BudgetDecision:
     """What a person reads (the store translates it)."""
     data: dict[str, Any] = field(default_factory=dict)
     """JSON details: the budget's scope, period, limit, spent and what is left."""
+    hold: Any = None
+    """For ``allow`` and ``warn``: the store's token for what it reserved, given
+    back to ``settle`` or ``release``; None when nothing was reserved."""
 
 
 class BudgetStore(Protocol):
@@ -81,8 +84,14 @@ class BudgetStore(Protocol):
         (concurrent turns must not both fit the last dollar), or say why not."""
         ...
 
-    def release(self) -> Any:
-        """Give back a reservation no reply settled (a failed or cancelled call)."""
+    def settle(self, hold: Any, usage: TokenUsage | None) -> Any:
+        """The call behind ``hold`` used ``usage`` (None: it did not say): count
+        it, drop the hold. A hold already settled (the caller's runtime records
+        replies itself) is left alone."""
+        ...
+
+    def release(self, hold: Any) -> Any:
+        """Give back a hold whose call never replied (it failed or was cancelled)."""
         ...
 
     def decide(self, data: dict[str, Any], approved: bool) -> Any:
@@ -111,13 +120,19 @@ class SpendBudget(Middleware):
             raise ConfigurationError(
                 f"max_output_tokens must be a positive int, not {max_output_tokens!r}"
             )
-        super().__init__(max_output_tokens=max_output_tokens, **options)
+        # The store is an option: a sub-agent that inherits the stack (its
+        # entry's ``to_raw_spec``) reserves through the same store.
+        super().__init__(store=store, max_output_tokens=max_output_tokens, **options)
         self.store = store
         self.max_output_tokens = max_output_tokens
         self.model = ""
         self.fixed_tokens = -1
         self._agent: Agent | None = None
         self.cache = TokenCache()
+        self.hold: Any = None
+        """What this middleware's last call holds until it is settled."""
+        self.usage: TokenUsage | None = None
+        """The usage its last call reported."""
 
     def attach(self, agent: Agent) -> None:
         self.model = agent.model.name
@@ -147,7 +162,27 @@ class SpendBudget(Middleware):
             max_output_tokens=self.max_output_tokens,
         )
 
+    def callbacks(self) -> dict[str, Any]:
+        def used(_execution: Any, usage: TokenUsage) -> None:
+            self.usage = usage
+
+        return {"on_llm_token_usage": used}
+
+    async def _close(self, *, replied: bool) -> None:
+        """Settle (or give back) the last call's hold: a runtime that records
+        replies settles its own calls first, and then this does nothing."""
+        hold, usage = self.hold, self.usage
+        self.hold = self.usage = None
+        if hold is None:
+            return
+        if replied or usage is not None:
+            await call_hook(self.store.settle, hold, usage)
+        else:
+            await call_hook(self.store.release, hold)
+
     async def before_model(self, state: State) -> State | Interrupt | Stop:
+        # The call before this one replied (the loop goes on after a reply).
+        await self._close(replied=True)
         decision = await call_hook(self.store.reserve, self.estimate(state))
         if not isinstance(decision, BudgetDecision):
             raise ConfigurationError(
@@ -161,6 +196,7 @@ class SpendBudget(Middleware):
                 message=decision.message,
                 data=decision.data,
             )
+        self.hold = decision.hold
         if decision.outcome == "warn":
             emit("budget_warning", {"message": decision.message, **decision.data})
         elif decision.outcome == "approve":
@@ -181,7 +217,9 @@ class SpendBudget(Middleware):
         return replace(state, interrupt_data=None)
 
     async def on_turn_end(self, state: State) -> State:
-        await call_hook(self.store.release)
+        # A call that reported usage replied; one that did not failed or was
+        # cancelled before its end: its hold is given back.
+        await self._close(replied=False)
         return state
 
     def restorable_interrupt(self, interrupt_data: dict[str, Any]) -> bool:
