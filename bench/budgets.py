@@ -190,7 +190,7 @@ def run(database: str, rows: int, calls: int) -> None:
         f"  reserve (the check), per call        {_median(reserve):8.3f} ms median, "
         f"p95 {_p95(reserve):.3f} ms ({statements} statements in one transaction)"
     )
-    print(f"    statements: {kinds}")
+    print(f"    statements: {kinds}; one round trip (SELECT 1): {round_trip():.3f} ms")
     print(f"    of which in its statements         {_median(in_sql):8.3f} ms median")
     rest = [r - q for r, q in zip(reserve, in_sql, strict=True)]
     print(
@@ -271,6 +271,20 @@ class StatementClock:
     def take(self) -> float:
         total, self.total = self.total, 0.0
         return total * 1000
+
+
+def round_trip() -> float:
+    """``SELECT 1``: the price of any statement on this machine, now."""
+    from django.db import connection
+
+    times = []
+    with connection.cursor() as cursor:
+        for _ in range(200):
+            started = time.perf_counter()
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+            times.append((time.perf_counter() - started) * 1000)
+    return _median(times)
 
 
 def floor() -> float:

@@ -152,6 +152,9 @@ class Budget(models.Model):
             ),
         ]
         indexes = [
+            # The check reads one subject's rows: the site's (by scope), the
+            # user's, the owner's and the conversation's (its foreign key's index).
+            models.Index(fields=["scope"], name="sagents_budget_scope"),
             models.Index(fields=["user"], name="sagents_budget_user"),
             models.Index(fields=["owner_key"], name="sagents_budget_owner"),
         ]

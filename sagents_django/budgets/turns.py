@@ -180,3 +180,32 @@ def attach(
     if store is not None:
         store.ledger = ledger
     return ledger
+
+
+async def announce_warning(recorder: Any, decision: BudgetDecision) -> None:
+    """A soft threshold was crossed: a line in the chat, published through the
+    turn's publisher, and the ``budget_threshold_reached`` signal after commit."""
+    from sagents_django.runtime.database import db
+    from sagents_django.runtime.events_out import asignal
+    from sagents_django.runtime.publisher import display_message_json
+
+    note: Any = {
+        "message_type": "system",
+        "content_type": "notification",
+        "content": {"text": decision.message, "budget": decision.data},
+    }
+    row = await db(recorder.display.save_synthetic_message)(
+        recorder.scope, note, recorder.context()
+    )
+    if row is not None:
+        await recorder.publisher.publish(
+            "display_message_saved", {"display_message": display_message_json(row)}
+        )
+    await asignal(
+        "budget_threshold_reached",
+        conversation_id=recorder.conversation_id,
+        run_id=recorder.run_id,
+        user_id=getattr(recorder.scope.user, "pk", None),
+        budget=decision.data,
+        message=decision.message,
+    )

@@ -142,6 +142,7 @@ class Migration(migrations.Migration):
                     ("raise_budget", "Can raise a budget or approve spending")
                 ],
                 "indexes": [
+                    models.Index(fields=["scope"], name="sagents_budget_scope"),
                     models.Index(fields=["user"], name="sagents_budget_user"),
                     models.Index(fields=["owner_key"], name="sagents_budget_owner"),
                 ],

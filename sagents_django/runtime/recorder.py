@@ -25,7 +25,6 @@ from sagents_django import services
 from sagents_django.budgets.turns import TurnLedger
 from sagents_django.core import Message, State, TokenUsage
 from sagents_django.core.approvals import interrupt_from_dict
-from sagents_django.core.middleware.spend_budget import BudgetDecision
 from sagents_django.core.outbox import QueuedFromTool
 from sagents_django.core.persistence import PersistenceContext, ToolInfo
 from sagents_django.persistence import display_callbacks, display_rows, record_failure
@@ -417,30 +416,6 @@ class Recorder:
     def _write_ledger(self) -> None:
         if self.ledger is not None:
             self.ledger.write()
-
-    async def budget_warning(self, decision: BudgetDecision) -> None:
-        """A soft threshold was crossed: a line in the chat, published, and the
-        ``budget_threshold_reached`` signal (after its commit)."""
-        note: Any = {
-            "message_type": "system",
-            "content_type": "notification",
-            "content": {"text": decision.message, "budget": decision.data},
-        }
-        row = await db(self.display.save_synthetic_message)(
-            self.scope, note, self.context()
-        )
-        if row is not None:
-            await self.publisher.publish(
-                "display_message_saved", {"display_message": display_message_json(row)}
-            )
-        await asignal(
-            "budget_threshold_reached",
-            conversation_id=self.conversation_id,
-            run_id=self.run_id,
-            user_id=getattr(self.scope.user, "pk", None),
-            budget=decision.data,
-            message=decision.message,
-        )
 
     async def _checkpoint(self, state: State) -> None:
         assert self.checkpoints is not None

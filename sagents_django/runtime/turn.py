@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from django.utils.module_loading import import_string
@@ -185,7 +186,7 @@ class Turn:
                 conversation_id=conversation_id,
                 run_id=turn.run_id,
                 run_sync=db,
-                warn=turn.recorder.budget_warning,
+                warn=partial(budget_turns.announce_warning, turn.recorder),
             )
             turn.load()
             turn.resume_checkpoints()
