@@ -93,6 +93,10 @@ class Standing:
         return min(int(used), 100)
 
     @property
+    def used_up(self) -> bool:
+        return self.remaining <= 0
+
+    @property
     def near(self) -> bool:
         soft = self.limit.soft
         return soft is not None and self.spent + self.reserved >= soft

@@ -252,7 +252,9 @@ def judge(
         data = details(limit, counter, amount)
         soft = limit.soft
         declined = counter.soft_state == "declined"
-        if after > limit.amount or (soft is not None and declined and after > soft):
+        # A limit of 0 stops every call, a free model's too.
+        over = after > limit.amount or limit.amount <= 0
+        if over or (soft is not None and declined and after > soft):
             return BudgetDecision(
                 outcome="exhausted", message=exhausted_text(data), data=data
             ), None
