@@ -46,3 +46,8 @@ class SagentsDjangoConfig(AppConfig):
         autodiscover_modules("triggers")
         if triggers.drain not in sweeper.chores:
             sweeper.chores.append(triggers.drain)
+        # Budget reservations a crashed worker never settled are given back.
+        from sagents_django.budgets.store import expire_reservations
+
+        if expire_reservations not in sweeper.chores:
+            sweeper.chores.append(expire_reservations)

@@ -20,6 +20,10 @@ from typing import Any, Final, Literal, cast
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from sagents_django.budgets.config import BudgetSettings
+from sagents_django.budgets.config import parse as parse_budgets
+from sagents_django.budgets.config import problem as budgets_problem
+
 Executor = Literal["inline", "celery"]
 EXECUTORS: Final[tuple[Executor, ...]] = ("inline", "celery")
 
@@ -119,6 +123,9 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # target) -> bool, target a user or a Group (a site with tenants refuses
         # another tenant's); None: sharing.policy.same_tenant.
         "SHARE_WITH": None,
+        # Spend budgets checked before every model call (sagents_django.budgets
+        # .config says the shape); None: off (the usage ledger is still written).
+        "BUDGETS": None,
     }
 )
 
@@ -346,6 +353,7 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "LIFECYCLE_BATCH": _positive_int("conversations"),
         "EXPORT_INLINE_MAX_ROWS": _positive_int("display rows"),
         "EXPORT_STORAGE": _storage_alias,
+        "BUDGETS": budgets_problem,
     }
 )
 """Every key's type check; whether SCOPE imports is checked by ``checks.py``."""
@@ -529,6 +537,10 @@ class SagentsSettings:
     @property
     def EXPORT_STORAGE(self) -> str:
         return cast(str, valid("EXPORT_STORAGE"))
+
+    @property
+    def BUDGETS(self) -> BudgetSettings | None:
+        return parse_budgets(valid("BUDGETS"))
 
 
 sagents_settings = SagentsSettings()

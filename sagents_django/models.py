@@ -471,6 +471,12 @@ class ReplyFeedback(models.Model):
 
 
 # Per-user and per-tenant MCP servers: their rules live beside the MCP client.
+from sagents_django.budgets.models import Budget as Budget  # noqa: E402
+from sagents_django.budgets.models import BudgetCounter as BudgetCounter  # noqa: E402
+from sagents_django.budgets.models import (  # noqa: E402
+    BudgetReservation as BudgetReservation,
+)
+from sagents_django.budgets.models import UsageEntry as UsageEntry  # noqa: E402
 from sagents_django.lifecycle.models import DataExport as DataExport  # noqa: E402
 from sagents_django.mcp.models import StoredMcpServer as StoredMcpServer  # noqa: E402
 from sagents_django.sharing.models import ConversationShare as ConversationShare  # noqa: E402

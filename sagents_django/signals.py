@@ -9,6 +9,10 @@ person changed an earlier rating): a receiver can feed an evaluation set.
 delete a conversation, with ``conversation`` (the instance; deleted: as it was) and
 ``change`` (``"created"``, ``"renamed"`` or ``"deleted"``). The chat pages' lists
 follow it (``ui.live_lists``); a site can too.
+``budget_threshold_reached`` is sent after commit when a model call crosses a
+budget's soft threshold on a site whose ``SOFT_ACTION`` is ``notify``, with
+``conversation_id``, ``run_id``, ``user_id``, ``budget`` (scope, key, period,
+limit, spent, remaining, estimate) and ``message``: mail the owner, page finance.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ interrupt_raised = Signal()
 title_generated = Signal()
 feedback_given = Signal()
 conversation_changed = Signal()
+budget_threshold_reached = Signal()
 
 
 def send_after_commit(signal: Signal, *, sender: Any, **kwargs: Any) -> None:

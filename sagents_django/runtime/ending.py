@@ -71,6 +71,9 @@ class Ending:
     model: str = ""
     """The agent's model (stored on the run: feedback and usage name it)."""
     interrupt_data: dict[str, Any] | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    """For an error: JSON the transcript's row keeps beside its text (a budget's
+    numbers, so the page can say it in the reader's language)."""
     carry_own: bool = False
     """The run's own messages never reached the state: its follow-up takes them."""
 
@@ -119,6 +122,7 @@ class Ending:
                         "text": self.error,
                         "error_type": self.error_type,
                         "retryable": self.retryable,
+                        **({"details": self.details} if self.details else {}),
                     },
                 }
             )

@@ -10,11 +10,13 @@ turn then ends the run as an error instead of leaving its conversation held.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from django.utils.module_loading import import_string
 
 from sagents_django import services
+from sagents_django.budgets import turns as budget_turns
 from sagents_django.conf import sagents_settings
 from sagents_django.core import CancelToken, State
 from sagents_django.core.serialization import deserialize_server_state
@@ -25,6 +27,7 @@ from sagents_django.scope import scope_class
 from . import checkpoints, runs
 from .agents import build_agent
 from .checkpoints import Checkpoints
+from .database import db
 from .file_scopes import site_filesystem_scope
 from .publisher import Publisher
 from .recorder import Recorder
@@ -73,6 +76,14 @@ def open_turn(run: AgentRun) -> Turn:
         if turn.filesystem_scope is None:  # the call named none: the site's
             turn.filesystem_scope = site_filesystem_scope(scope, conversation)
         turn.agent = build_agent(turn.agent_id, scope, turn.filesystem_scope)
+        turn.recorder.ledger = budget_turns.attach(
+            turn.agent,
+            scope=scope,
+            conversation_id=conversation_id,
+            run_id=turn.run_id,
+            run_sync=db,
+            warn=partial(budget_turns.announce_warning, turn.recorder),
+        )
         _load(turn)
         _resume_checkpoints(turn)
     except Exception as exc:

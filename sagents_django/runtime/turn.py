@@ -37,7 +37,7 @@ from sagents_django.core import (
     Message,
     State,
 )
-from sagents_django.core.exceptions import LLMError
+from sagents_django.core.exceptions import LLMError, TurnStopped
 from sagents_django.core.filesystem.debounce import (
     flush_pending_writes,
     has_pending_writes,
@@ -417,12 +417,14 @@ class Turn:
             return await self._end(Ending.cancelled(usage=usage))
         if status == "error":
             exc = result.exception
+            kind = "provider_error" if isinstance(exc, LLMError) else "agent_error"
             return await self._end(
                 Ending.failed(
                     result.error or "The turn failed",
-                    "provider_error" if isinstance(exc, LLMError) else "agent_error",
+                    exc.reason if isinstance(exc, TurnStopped) else kind,
                     retryable=bool(getattr(exc, "retryable", False)),
                     usage=usage,
+                    details=exc.data if isinstance(exc, TurnStopped) else {},
                 )
             )
         for name, kwargs in closing_signals(result):

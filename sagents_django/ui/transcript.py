@@ -16,6 +16,7 @@ from typing import Any, Literal
 from django.utils.safestring import SafeString
 
 from sagents_django.admin.presentation import pretty_json
+from sagents_django.budgets.texts import describe as describe_budget
 from sagents_django.models import DISPLAY_STATUSES, MESSAGE_TYPES, DisplayMessage
 
 from .markdown import render_markdown
@@ -170,10 +171,15 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
             return Entry(kind="thinking", text=text, html=render_markdown(text), **base)
         case "error":
             text = _text(content.get("text", content.get("message", "")))
+            if content.get("error_type") == "budget_exhausted":
+                text = describe_budget(content.get("details"), exhausted=True) or text
             return Entry(kind="error", text=text, html=render_markdown(text), **base)
         case "notification":
             base["stopped"] = base["stop_label"] = ""  # the note says it itself
-            return Entry(kind="notification", text=_text(content.get("text")), **base)
+            text = _text(content.get("text"))
+            if "budget" in content:  # said again in the reader's language
+                text = describe_budget(content["budget"], exhausted=False) or text
+            return Entry(kind="notification", text=text, **base)
         case "tool_call":
             call_id = call_id_of(row)
             answer = answers.get(call_id)

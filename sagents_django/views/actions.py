@@ -17,6 +17,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 
 from sagents_django import services
+from sagents_django.budgets.reports import standings
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound
 from sagents_django.models import DataExport, DisplayMessage
 from sagents_django.runtime import agent_server
@@ -122,5 +123,6 @@ def my_usage(request: HttpRequest) -> HttpResponse:
             "totals": services.usage_totals(scope),
             "conversations": titled,
             "exports": DataExport.objects.filter(user_id=scope.user.pk)[:5],
+            "budgets": standings(scope),
         },
     )
