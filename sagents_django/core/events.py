@@ -82,6 +82,10 @@ EVENTS: dict[str, str] = {
         '"policy": "enqueue|interrupt"}'
     ),
     "error": '{"error": str, "error_type": str, "retryable": bool}',
+    "branch_switched": (
+        '{"reason": "edit|regenerate|switch", "message_id": int} (the branch shown '
+        "changed: redraw the transcript from the database)"
+    ),
     # Filesystem events (Sagents FileSystemServer)
     "file_updated": '{"path": str, "scope": [kind, id]}',
     "file_deleted": '{"path": str, "scope": [kind, id]}',

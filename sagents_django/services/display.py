@@ -31,6 +31,7 @@ from sagents_django.models import (
 from sagents_django.scope import Scope
 
 from . import sql
+from .branches import load_tree, path_filter
 from .conversations import (
     METADATA_MAX_BYTES,
     conversation_pk,
@@ -194,8 +195,12 @@ def load_display_messages(
     limit: int | None = None,
     before: int | str | None = None,
     after: int | str | None = None,
+    all_branches: bool = False,
 ) -> list[DisplayMessage]:
     """Rows in display order; ``[]`` when the conversation is not in ``scope``.
+
+    The rows of the branch shown (``services.branches``), or, with
+    ``all_branches``, every row of the conversation.
 
     ``limit``: the latest ``limit`` rows (or, with only ``after``, the first
     ``limit`` after it). ``before``/``after``: row ids (cursors); only rows strictly
@@ -212,6 +217,10 @@ def load_display_messages(
     rows = DisplayMessage.objects.filter(
         conversation_id=pk, conversation__in=owned_ids(scope)
     )
+    if all_branches is not True:
+        shown = path_filter(load_tree(pk))
+        if shown is not None:
+            rows = rows.filter(shown)
     cursors = [i for i in (before_id, after_id) if i is not None]
     keys: dict[int, tuple[Any, ...]] = {}
     if cursors:
