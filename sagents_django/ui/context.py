@@ -14,7 +14,9 @@ from sagents_django import services
 from sagents_django.conf import sagents_settings
 from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.runtime import agent_server
+from sagents_django.runtime.branches import branch_points
 from sagents_django.scope import Scope
+from sagents_django.services.branches import Tree, load_tree
 from sagents_django.services.usage import NO_MODEL_TRIGGERS
 
 from . import approvals, files, transcript
@@ -81,9 +83,42 @@ class Chat:
     def entries(self) -> list[transcript.Entry]:
         rows = self.page_rows
         extra = transcript.tool_results_for(self.conversation.pk, rows)
-        return self.annotate(
-            transcript.entries(rows, results=extra, status=self.status)
-        )
+        items = transcript.entries(rows, results=extra, status=self.status)
+        # The row before the page (loaded with it) tells whether its first row
+        # starts a branch point.
+        self.add_branches(items, self.rows, from_start=not self.has_older)
+        return self.annotate(items)
+
+    @cached_property
+    def tree(self) -> Tree | None:
+        """The conversation's branches (None: it never branched)."""
+        return load_tree(self.conversation.pk)
+
+    def add_branches(
+        self,
+        items: list[transcript.Entry],
+        rows: list[DisplayMessage],
+        *,
+        from_start: bool | None = None,
+    ) -> None:
+        """Set ``< n / m >`` on the entries that start a branch point.
+        ``from_start`` None: ``rows`` may start anywhere (rows an event brought),
+        the row before them is read."""
+        if self.tree is None or not rows or not self.tree.points():
+            return
+        if from_start is None:
+            before = services.load_display_messages(
+                self.scope, self.conversation.pk, before=rows[0].pk, limit=1
+            )
+            rows = before + rows
+            from_start = not before
+        points = branch_points(self.tree, rows, from_start=from_start)
+        for item in items:
+            point = points.get(item.pk)
+            if point is not None:
+                item.branch = transcript.BranchNav(
+                    index=point.shown + 1, count=point.count
+                )
 
     def annotate(self, items: list[transcript.Entry]) -> list[transcript.Entry]:
         """``items`` with what the viewer sees on replies: their own rating, and

@@ -63,6 +63,7 @@ def rows_html(
     no rating yet, and its turn's usage comes with ``run_finished``)."""
     extra = transcript.tool_results_for(chat.conversation.pk, rows)
     items = transcript.entries(rows, results=extra, status=chat.status)
+    chat.add_branches(items, rows)
     if not live:
         items = chat.annotate(items)
     return "".join(_partial("message", e=e, chat=chat, oob=oob) for e in items)
@@ -162,6 +163,10 @@ class Live:
 
     conversation: Any = None
     status: str | None = None
+    tree: Any = None
+    """The conversation's branches (``Chat.tree``), read once like the
+    conversation; read again when the branch shown changes."""
+    tree_read: bool = False
 
     def chat(
         self, scope: Scope, conversation_id: str, *, status: str | None = None
@@ -170,9 +175,13 @@ class Live:
         if self.conversation is None or str(self.conversation.pk) != conversation_id:
             self.conversation = services.get_conversation(scope, conversation_id)
             self.status = None
+            self.tree_read = False
         if self.conversation is None:
             return None
         chat = Chat(scope, self.conversation)
+        if not self.tree_read:
+            self.tree, self.tree_read = chat.tree, True
+        chat.tree = self.tree
         if status is not None:
             self.status = status
         if self.status is None:
@@ -236,7 +245,10 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
         if conversation is None:
             return ""
         return _partial("title_live", conversation=conversation, oob=True)
-    if event == "agent_state_update":
+    if event == "branch_switched":
+        live.tree_read = False
+    if event in ("agent_state_update", "branch_switched"):
+        # A reset, or another branch shown: the transcript is drawn again whole.
         return resync(scope, cid, None)
     return ""
 

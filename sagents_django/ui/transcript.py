@@ -35,6 +35,22 @@ STOP_LABELS = {"cancelled": "stopped"}
 """The short mark on the reply itself ("cut off" for every other reason)."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BranchNav:
+    """Which of the alternatives of a branch point a row shows (from 1)."""
+
+    index: int
+    count: int
+
+    @property
+    def previous(self) -> int:
+        return self.index - 1
+
+    @property
+    def next(self) -> int:
+        return self.index + 1 if self.index < self.count else 0
+
+
 @dataclass(kw_only=True, slots=True)
 class Entry:
     """One block of the transcript."""
@@ -75,6 +91,8 @@ class Entry:
     """The viewer's rating of this reply (a ``ReplyFeedback``), if any."""
     usage: Any = None
     """On the last reply of a user turn: the turn's ``TurnUsage`` (all its runs)."""
+    branch: BranchNav | None = None
+    """On the first row after a branch point: ``< n / m >``."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

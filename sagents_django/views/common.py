@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from sagents_django import services
+from sagents_django.core.limits import MAX_MESSAGE_BYTES
 from sagents_django.scope import Scope, get_scope
 
 
@@ -22,6 +23,15 @@ def owned(request: HttpRequest, conversation_id: Any) -> tuple[Scope, Any]:
     """The caller's scope and conversation (Http404 for anyone else's)."""
     scope = get_scope(request)
     return scope, services.get_conversation_or_404(scope, conversation_id)
+
+
+def message_problem(text: str) -> str:
+    """What is wrong with a message a form posted ("" when nothing is)."""
+    if not text.strip():
+        return "Write a message first."
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
+        return "That message is too long."
+    return ""
 
 
 def page_url(conversation: Any) -> str:

@@ -184,7 +184,7 @@ async def test_editing_the_first_message_starts_afresh(site: Any) -> None:
     await follower.finished(submission.run_id)
     oslo = await row_with(scope, conversation, "Oslo?")
     assert await agent_server.aswitch_branch(scope, conversation.pk, oslo.pk, 2) == 1
-    assert [t for _, t in await shown(scope, conversation)][0] == "Rome?"
+    assert next(t for _, t in await shown(scope, conversation)) == "Rome?"
     assert (
         await ConversationBranch.objects.filter(
             conversation_id=conversation.pk
@@ -196,7 +196,7 @@ async def test_editing_the_first_message_starts_afresh(site: Any) -> None:
 async def test_branching_is_refused_while_a_turn_runs_or_an_approval_waits(
     site: Any,
 ) -> None:
-    scope, conversation, follower = await two_turns(site)
+    scope, conversation, _follower = await two_turns(site)
     lyon = await row_with(scope, conversation, "Lyon too.")
     await sync_to_async(
         AgentState.objects.filter(conversation_id=conversation.pk).update
