@@ -34,7 +34,6 @@ left.
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import pairwise
 from typing import Any, Final
 
 from django.db import transaction
@@ -59,7 +58,7 @@ from sagents_django.core.todo import Todo
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound, RunConflict
 from sagents_django.models import AgentRun, ConversationBranch, DisplayMessage
 from sagents_django.scope import Scope
-from sagents_django.services.branches import Point, Tree, load_tree, node_of
+from sagents_django.services.branches import Tree, load_tree, node_of, point_rows
 from sagents_django.services.conversations import conversation_pk
 from sagents_django.services.validation import message_text, parse_int
 
@@ -171,8 +170,8 @@ def switch_branch(
         require(scope, pk, lock=True)
         _check_idle(pk)
         rows, tree = _shown(pk)
-        at = _position(pk, rows, wanted)
-        point = point_at(tree, rows, at) if tree is not None else None
+        _position(pk, rows, wanted)
+        point = point_rows(pk, tree).get(wanted)
         if point is None:
             raise InvalidInput(f"Message {wanted} has no other branch to switch to")
         if index > point.count:
@@ -186,32 +185,6 @@ def switch_branch(
             _show(scope, pk, target)
             _announce(pk, "switch", wanted)
     return target
-
-
-def branch_points(
-    tree: Tree | None, rows: list[DisplayMessage], *, from_start: bool
-) -> dict[int, Point]:
-    """The branch points among ``rows`` (consecutive rows of the shown transcript
-    in display order; ``from_start``: the first is the transcript's first), by
-    the id of the row that shows ``< n / m >``: the first row after the shared
-    ones. A page passes one row more than it shows, so its first row is known."""
-    if tree is None:
-        return {}
-    after = {point.keeps_through: point for point in tree.points()}
-    by_row: dict[int, Point] = {}
-    if from_start and rows and None in after:
-        by_row[rows[0].pk] = after[None]
-    for previous, row in pairwise(rows):
-        point = after.get(previous.pk)
-        if point is not None:
-            by_row[row.pk] = point
-    return by_row
-
-
-def point_at(tree: Tree, rows: list[DisplayMessage], at: int) -> Point | None:
-    """The branch point shown on ``rows[at]``, if any."""
-    window = rows[at - 1 : at + 1] if at else rows[:1]
-    return branch_points(tree, window, from_start=at == 0).get(rows[at].pk)
 
 
 # The steps ------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from sagents_django.models import ConversationBranch
+from sagents_django.models import ConversationBranch, DisplayMessage
 
 Range = tuple[int, int | None]
 """Rows with ``after < id <= through`` (``through`` None: no upper bound)."""
@@ -207,6 +207,27 @@ def load_tree(conversation_pk: Any) -> Tree | None:
     )
     nodes = [node_of(row) for row in rows]
     return Tree(nodes) if nodes else None
+
+
+def point_rows(conversation_pk: Any, tree: Tree | None) -> dict[int, Point]:
+    """The branch points of the shown transcript by the id of the row that shows
+    ``< n / m >`` (the first shown row after the shared ones): one indexed
+    query per point, whichever rows a page or an event draws."""
+    if tree is None:
+        return {}
+    shown = DisplayMessage.objects.filter(conversation_id=conversation_pk)
+    condition = path_filter(tree)
+    if condition is not None:
+        shown = shown.filter(condition)
+    found: dict[int, Point] = {}
+    for point in tree.points():
+        rows = shown
+        if point.keeps_through is not None:
+            rows = rows.filter(pk__gt=point.keeps_through)
+        first = rows.order_by("pk").values_list("pk", flat=True).first()
+        if first is not None:
+            found[first] = point
+    return found
 
 
 def path_filter(tree: Tree | None) -> Q | None:

@@ -31,7 +31,7 @@ from sagents_django.models import (
 from sagents_django.scope import Scope
 
 from . import sql
-from .branches import load_tree, path_filter
+from .branches import Tree, load_tree, path_filter
 from .conversations import (
     METADATA_MAX_BYTES,
     conversation_pk,
@@ -69,6 +69,8 @@ ATTRIBUTES: Final = frozenset(
         "run_id",
     )
 )
+READ_TREE: Final = object()
+"""``load_display_messages(tree=...)``'s default: read the branches."""
 _ORDER = ("inserted_at", "sequence", "id")
 _ORDER_DESC = ("-inserted_at", "-sequence", "-id")
 
@@ -196,11 +198,14 @@ def load_display_messages(
     before: int | str | None = None,
     after: int | str | None = None,
     all_branches: bool = False,
+    tree: Tree | object | None = READ_TREE,
 ) -> list[DisplayMessage]:
     """Rows in display order; ``[]`` when the conversation is not in ``scope``.
 
     The rows of the branch shown (``services.branches``), or, with
-    ``all_branches``, every row of the conversation.
+    ``all_branches``, every row of the conversation. ``tree``: the branches as
+    the caller knows them (a page drawing rows of the branch it shows), instead
+    of reading them.
 
     ``limit``: the latest ``limit`` rows (or, with only ``after``, the first
     ``limit`` after it). ``before``/``after``: row ids (cursors); only rows strictly
@@ -218,7 +223,8 @@ def load_display_messages(
         conversation_id=pk, conversation__in=owned_ids(scope)
     )
     if all_branches is not True:
-        shown = path_filter(load_tree(pk))
+        known = load_tree(pk) if tree is READ_TREE else tree
+        shown = path_filter(known if isinstance(known, Tree) else None)
         if shown is not None:
             rows = rows.filter(shown)
     cursors = [i for i in (before_id, after_id) if i is not None]

@@ -14,9 +14,8 @@ from sagents_django import services
 from sagents_django.conf import sagents_settings
 from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.runtime import agent_server
-from sagents_django.runtime.branches import branch_points
 from sagents_django.scope import Scope
-from sagents_django.services.branches import Tree, load_tree
+from sagents_django.services.branches import Point, Tree, load_tree, point_rows
 from sagents_django.services.usage import NO_MODEL_TRIGGERS
 
 from . import approvals, files, transcript
@@ -82,11 +81,9 @@ class Chat:
     @cached_property
     def entries(self) -> list[transcript.Entry]:
         rows = self.page_rows
-        extra = transcript.tool_results_for(self.conversation.pk, rows)
+        extra = transcript.tool_results_for(self.conversation.pk, rows, tree=self.tree)
         items = transcript.entries(rows, results=extra, status=self.status)
-        # The row before the page (loaded with it) tells whether its first row
-        # starts a branch point.
-        self.add_branches(items, self.rows, from_start=not self.has_older)
+        self.add_branches(items)
         return self.annotate(items)
 
     @cached_property
@@ -94,27 +91,17 @@ class Chat:
         """The conversation's branches (None: it never branched)."""
         return load_tree(self.conversation.pk)
 
-    def add_branches(
-        self,
-        items: list[transcript.Entry],
-        rows: list[DisplayMessage],
-        *,
-        from_start: bool | None = None,
-    ) -> None:
-        """Set ``< n / m >`` on the entries that start a branch point.
-        ``from_start`` None: ``rows`` may start anywhere (rows an event brought),
-        the row before them is read."""
-        if self.tree is None or not rows or not self.tree.points():
+    @cached_property
+    def branch_points(self) -> dict[int, Point]:
+        """The rows that show ``< n / m >``, by id."""
+        return point_rows(self.conversation.pk, self.tree)
+
+    def add_branches(self, items: list[transcript.Entry]) -> None:
+        """Set ``< n / m >`` on the entries that start a branch point."""
+        if self.tree is None:
             return
-        if from_start is None:
-            before = services.load_display_messages(
-                self.scope, self.conversation.pk, before=rows[0].pk, limit=1
-            )
-            rows = before + rows
-            from_start = not before
-        points = branch_points(self.tree, rows, from_start=from_start)
         for item in items:
-            point = points.get(item.pk)
+            point = self.branch_points.get(item.pk)
             if point is not None:
                 item.branch = transcript.BranchNav(
                     index=point.shown + 1, count=point.count

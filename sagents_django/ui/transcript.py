@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString
 
 from sagents_django.admin.presentation import pretty_json
 from sagents_django.models import DISPLAY_STATUSES, MESSAGE_TYPES, DisplayMessage
+from sagents_django.services.branches import Tree, path_filter
 
 from .markdown import render_markdown
 
@@ -239,10 +240,11 @@ def dom_id(value: Any) -> str:
 
 
 def tool_results_for(
-    conversation_id: Any, rows: list[DisplayMessage]
+    conversation_id: Any, rows: list[DisplayMessage], *, tree: Tree | None = None
 ) -> dict[str, Any]:
     """Results of the calls among ``rows`` that are outside ``rows`` (a page of
-    history cut between a call and its answer)."""
+    history cut between a call and its answer), in the branch shown (``tree``: a
+    model may use a call id in two branches)."""
     calls = {call_id_of(r) for r in rows if r.content_type == "tool_call"} - {""}
     have = {call_id_of(r) for r in rows if r.content_type == "tool_result"}
     missing = calls - have
@@ -253,4 +255,7 @@ def tool_results_for(
         content_type="tool_result",
         tool_call_id__in=missing,
     )
+    shown = path_filter(tree)
+    if shown is not None:
+        found = found.filter(shown)
     return {call_id_of(r): r for r in found}

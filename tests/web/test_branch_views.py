@@ -165,3 +165,31 @@ def test_an_empty_or_oversized_edit_is_refused(
         )
         assert response.status_code == 422
     assert not ConversationBranch.objects.exists()
+
+
+def test_the_socket_redraws_on_a_switch_and_live_rows_show_their_branch_point(
+    alice: Any, conversation: Any, rows: tuple[Any, Any]
+) -> None:
+    from sagents_django.runtime import agent_server
+    from sagents_django.runtime.publisher import display_message_json
+    from sagents_django.ui import fragments
+
+    scope = Scope.for_user(alice)
+    _, reply = rows
+    live = fragments.Live()
+
+    def event(name: str, data: dict[str, Any]) -> str:
+        message = {"conversation": str(conversation.pk), "event": name, "data": data}
+        return fragments.for_event(scope, message, live)
+
+    event("display_message_saved", {"display_message": display_message_json(reply)})
+    agent_server.regenerate(scope, conversation.pk, reply.pk)
+    settle(conversation)
+    html = event("branch_switched", {"reason": "regenerate", "message_id": reply.pk})
+    # The whole transcript again, of the branch shown (no reply there yet).
+    assert 'id="sg-messages"' in html and "Lyon too." not in html
+    new = services.append_text_message(scope, conversation.pk, "assistant", "Lyon!")
+    html = event(
+        "display_message_saved", {"display_message": display_message_json(new)}
+    )
+    assert "2 / 2" in html and "Lyon!" in html
