@@ -291,3 +291,35 @@ async def test_a_running_turn_refuses_every_branch_verb(site: Any) -> None:
         ("assistant", "Packing."),
         ("assistant", "Lyon too."),
     ]
+
+
+async def test_the_socket_regenerates_switches_and_announces_the_branch_shown(
+    site: Any,
+) -> None:
+    from tests.runtime.ws_client import connect
+
+    scope, conversation, _ = await two_turns(site)
+    lyon = await row_with(scope, conversation, "Lyon too.")
+    packing = await row_with(scope, conversation, "Packing.")
+    cid = str(conversation.pk)
+    sock = await connect(scope.user)
+    await sock.send("subscribe", conversation=cid)
+
+    site.script(reply("Lyon again."))
+    regenerated = await sock.send("regenerate", conversation=cid, message_id=lyon.pk)
+    switched = await sock.event("branch_switched", cid)
+    await sock.event("run_finished", cid)
+    bad = await sock.send(
+        "switch_branch", conversation=cid, message_id=packing.pk, index=1
+    )
+    again = await sock.send("regenerate", conversation=cid, message_id="x")
+    history = await sock.send("history", conversation=cid)
+    await sock.disconnect()
+
+    assert regenerated["ok"] is True and regenerated["run_id"]
+    assert switched["data"] == {"reason": "regenerate", "message_id": lyon.pk}
+    # The old reply's first row is in the branch not shown: out of date.
+    assert bad["ok"] is False and bad["error"]["code"] == "invalid_input"
+    assert again["ok"] is False and again["error"]["code"] == "invalid_input"
+    texts = [m["content"].get("text") for m in history["messages"]]
+    assert "Lyon again." in texts and "Lyon too." not in texts
