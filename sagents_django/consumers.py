@@ -186,6 +186,35 @@ class AgentSocketConsumer(AgentConsumerBase):
         run_id = await agent_server.adismiss(await self.scope_of(cid, "write"), cid)
         return {"conversation": cid, "run_id": run_id}
 
+    async def regenerate(self, frame: dict[str, Any]) -> dict[str, Any]:
+        cid = protocol.conversation_of(frame)
+        submission = await agent_server.aregenerate(
+            self.the_scope(), cid, frame.get("message_id")
+        )
+        return {"conversation": cid, "run_id": submission.run_id}
+
+    async def edit(self, frame: dict[str, Any]) -> dict[str, Any]:
+        cid = protocol.conversation_of(frame)
+        submission = await agent_server.aedit_and_resend(
+            self.the_scope(),
+            cid,
+            frame.get("message_id"),
+            frame.get("text"),
+            metadata=frame.get("metadata"),
+        )
+        return {
+            "conversation": cid,
+            "run_id": submission.run_id,
+            "message_ids": submission.message_ids,
+        }
+
+    async def switch_branch(self, frame: dict[str, Any]) -> dict[str, Any]:
+        cid = protocol.conversation_of(frame)
+        branch = await agent_server.aswitch_branch(
+            self.the_scope(), cid, frame.get("message_id"), frame.get("index")
+        )
+        return {"conversation": cid, "branch": branch}
+
     async def history(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
         limit = protocol.limit_of(frame, protocol.HISTORY_LIMIT)
@@ -302,6 +331,9 @@ HANDLERS: dict[str, Handler] = {
     "cancel": AgentSocketConsumer.cancel,
     "resume": AgentSocketConsumer.resume,
     "dismiss": AgentSocketConsumer.dismiss,
+    "regenerate": AgentSocketConsumer.regenerate,
+    "edit": AgentSocketConsumer.edit,
+    "switch_branch": AgentSocketConsumer.switch_branch,
     "history": AgentSocketConsumer.history,
     "create_conversation": AgentSocketConsumer.create_conversation,
     "list_conversations": AgentSocketConsumer.list_conversations,

@@ -6,6 +6,7 @@ from sagents_django.sharing import urls as sharing_urls
 from sagents_django.views import (
     actions,
     approvals,
+    branches,
     chat,
     conversations,
     exports,
@@ -35,6 +36,21 @@ urlpatterns = [
         "c/<uuid:conversation_id>/m/<int:message_id>/rate/",
         actions.rate,
         name="rate",
+    ),
+    path(
+        "c/<uuid:conversation_id>/m/<int:message_id>/regenerate/",
+        branches.regenerate,
+        name="regenerate",
+    ),
+    path(
+        "c/<uuid:conversation_id>/m/<int:message_id>/edit/",
+        branches.edit,
+        name="edit",
+    ),
+    path(
+        "c/<uuid:conversation_id>/m/<int:message_id>/switch/",
+        branches.switch,
+        name="switch_branch",
     ),
     path("c/<uuid:conversation_id>/fork/", actions.fork, name="fork"),
     path("c/<uuid:conversation_id>/decide/", approvals.decide, name="decide"),

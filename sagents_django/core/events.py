@@ -92,6 +92,10 @@ EVENTS: dict[str, str] = {
         '{"message": str, "scope", "period", "limit", "spent", "remaining", '
         '"estimate"} (the turn ends before the model is called)'
     ),
+    "branch_switched": (
+        '{"reason": "edit|regenerate|switch", "message_id": int} (the branch shown '
+        "changed: redraw the transcript from the database)"
+    ),
     # Filesystem events (Sagents FileSystemServer)
     "file_updated": '{"path": str, "scope": [kind, id]}',
     "file_deleted": '{"path": str, "scope": [kind, id]}',

@@ -70,6 +70,7 @@ WAIT_SECONDS = 30.0
 NAMES = {
     "Conversation": "conversations",
     "AgentState": "agent_states",
+    "ConversationBranch": "branches",
     "AgentStep": "agent_steps",
     "DisplayMessage": "display_messages",
     "AgentRun": "runs",

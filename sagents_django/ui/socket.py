@@ -224,6 +224,7 @@ class ChatPageConsumer(AgentConsumerBase):
         # is in one or the other (runtime.inflight).
         snapshot = await inflight.read(self.conversation)
         self.live.status = None  # read again: events may have been missed
+        self.live.tree_read = False  # (a switch of branches among them)
         html = await database_sync_to_async(fragments.resync)(
             self.the_scope(self.conversation),
             self.conversation,

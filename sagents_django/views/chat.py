@@ -15,14 +15,13 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 
 from sagents_django.core import SagentsError
-from sagents_django.core.limits import MAX_MESSAGE_BYTES
 from sagents_django.core.transports import warm_litellm
 from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
 from sagents_django.runtime import agent_server
 from sagents_django.security import csp
 from sagents_django.ui.context import Chat
 
-from .common import done, owned, page_url
+from .common import done, message_problem, owned, page_url
 
 
 def _cursor(request: HttpRequest) -> int | str | None:
@@ -77,10 +76,9 @@ def older(request: HttpRequest, conversation_id: str) -> HttpResponse:
 def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
     scope, found = owned(request, conversation_id, access="write")
     text = request.POST.get("text", "")
-    if not text.strip():
-        return done(request, found, error="Write a message first.")
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
-        return done(request, found, error="That message is too long.")
+    problem = message_problem(text)
+    if problem:
+        return done(request, found, error=problem)
     try:
         agent_server.add_message(scope, found.pk, text)
     except RunConflict:

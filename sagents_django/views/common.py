@@ -11,6 +11,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from sagents_django import services
+from sagents_django.core.limits import MAX_MESSAGE_BYTES
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.scope import Scope, get_scope
 from sagents_django.sharing.access import Needed, scope_for
@@ -32,6 +33,15 @@ def owned(
     except (NotFound, InvalidInput):
         raise Http404("Conversation not found.") from None
     return scope, services.get_conversation_or_404(scope, conversation_id)
+
+
+def message_problem(text: str) -> str:
+    """What is wrong with a message a form posted ("" when nothing is)."""
+    if not text.strip():
+        return "Write a message first."
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
+        return "That message is too long."
+    return ""
 
 
 def page_url(conversation: Any) -> str:
