@@ -471,6 +471,10 @@ class ReplyFeedback(models.Model):
 
 
 # Per-user and per-tenant MCP servers: their rules live beside the MCP client.
+from sagents_django.approvals.models import (  # noqa: E402
+    ApprovalRequest as ApprovalRequest,
+)
+from sagents_django.approvals.models import ApprovalVote as ApprovalVote  # noqa: E402
 from sagents_django.lifecycle.models import DataExport as DataExport  # noqa: E402
 from sagents_django.mcp.models import StoredMcpServer as StoredMcpServer  # noqa: E402
 from sagents_django.triggers.models import TriggerEvent as TriggerEvent  # noqa: E402

@@ -20,6 +20,9 @@ run_finished = Signal()
 interrupt_raised = Signal()
 title_generated = Signal()
 feedback_given = Signal()
+approval_requested = Signal()
+"""An approval request waits for people: ``request``, ``link``, ``still_needed``
+(``sagents_django.approvals.signals``)."""
 
 
 def send_after_commit(signal: Signal, *, sender: Any, **kwargs: Any) -> None:
