@@ -41,3 +41,7 @@ class SagentsDjangoConfig(AppConfig):
         autodiscover_modules("triggers")
         if triggers.drain not in sweeper.chores:
             sweeper.chores.append(triggers.drain)
+        from sagents_django.approvals import expiry
+
+        if expiry.expire_due not in sweeper.chores:
+            sweeper.chores.append(expiry.expire_due)

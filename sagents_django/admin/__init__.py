@@ -18,6 +18,7 @@ import swapper
 from django.contrib import admin
 from django.contrib.admin import AdminSite
 
+from sagents_django.admin.approvals import ApprovalRequestAdmin
 from sagents_django.admin.conversations import AgentRunInline, ConversationAdmin
 from sagents_django.admin.feedback import ReplyFeedbackAdmin
 from sagents_django.admin.lifecycle import DataExportAdmin
@@ -34,6 +35,7 @@ from sagents_django.admin.triggers import TriggerEventAdmin
 from sagents_django.models import (
     AgentRun,
     AgentState,
+    ApprovalRequest,
     DataExport,
     DisplayMessage,
     PersistenceFailure,
@@ -47,6 +49,7 @@ __all__ = [
     "AgentRunAdmin",
     "AgentRunInline",
     "AgentStateAdmin",
+    "ApprovalRequestAdmin",
     "ConversationAdmin",
     "DataExportAdmin",
     "DisplayMessageAdmin",
@@ -75,6 +78,7 @@ def register(site: AdminSite) -> None:
     site.register(TriggerEvent, TriggerEventAdmin)
     site.register(ReplyFeedback, ReplyFeedbackAdmin)
     site.register(DataExport, DataExportAdmin)
+    site.register(ApprovalRequest, ApprovalRequestAdmin)
 
 
 register(admin.site)

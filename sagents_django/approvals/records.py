@@ -232,7 +232,7 @@ def settle(run: AgentRun, status: str) -> None:
             row.execution_status = record.status
             row.result = record.result
             row.executed_at = record.finished_at or now
-        elif row.status == REJECTED:
+        elif (row.decision or {}).get("type") == "reject":
             row.execution_status = NOT_RUN
             row.executed_at = now
         else:

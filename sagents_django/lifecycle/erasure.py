@@ -15,7 +15,9 @@ write of a turn lands before, never after; then the rows, a batch of conversatio
 per transaction, each batch locking its conversations and their active runs, so a
 turn that a message started meanwhile is cancelled and waited for too; then the
 keys. Usage lives on the runs, so it goes with them: the report keeps the totals
-for the site's books (there is no separate ledger to anonymise yet).
+for the site's books (there is no separate ledger to anonymise yet). Approval
+records are anonymised, not removed: the audit of who oversaw an agent's action
+stays without the person (``approvals.erasure`` says why).
 
 Conversations of a team or organisation are the owner's, not a member's:
 ``erase_user`` removes the conversations owned by the user (a site whose
@@ -36,6 +38,7 @@ from django.core.files.storage import storages
 from django.db import models, transaction
 from django.db.models import Sum
 
+from sagents_django.approvals.erasure import anonymise
 from sagents_django.conf import sagents_settings
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound
 from sagents_django.models import (
@@ -123,7 +126,9 @@ def erase_user(
         TriggerEvent.objects.filter(scope__user_id=_json_pk(user.pk)),
         DataExport.objects.filter(user=user),
     ]
-    return _erase(f"user {user.pk}", scope, conversations, outside, dry_run, wait)
+    return _erase(
+        f"user {user.pk}", scope, conversations, outside, dry_run, wait, user=user
+    )
 
 
 def erase_owner(
@@ -189,6 +194,8 @@ def _erase(
     outside: list[models.QuerySet],
     dry_run: bool,
     wait: float,
+    *,
+    user: Any = None,
 ) -> ErasureReport:
     report = ErasureReport(subject=subject, dry_run=dry_run)
     ids = list(conversations.values_list("pk", flat=True))
@@ -203,6 +210,7 @@ def _erase(
     }
     if dry_run:
         _count(report, ids, outside)
+        _anonymise_approvals(report, ids, user, dry_run=True)
         return report
     report.runs_cancelled = _cancel_and_wait(scope, ids, wait)
     files = stores.remove_files(scope, stores.file_scopes(scope, conversations))
@@ -218,8 +226,18 @@ def _erase(
             _delete_archives(queryset)
         _, per_model = queryset.delete()
         _merge(report, per_model)
+    _anonymise_approvals(report, ids, user, dry_run=False)
     report.add("live_keys", stores.forget_live_state(str(pk) for pk in ids))
     return report
+
+
+def _anonymise_approvals(
+    report: ErasureReport, ids: list[Any], user: Any, *, dry_run: bool
+) -> None:
+    """The approval audit stays, without the subject (``approvals.erasure`` says
+    why): counted apart from what was removed."""
+    for name, count in anonymise(ids, user=user, dry_run=dry_run).items():
+        report.add(name, count)
 
 
 def _count(report: ErasureReport, ids: list[Any], outside: list[Any]) -> None:
