@@ -9,9 +9,11 @@ arguments said. So erasure anonymises instead of deleting:
 
 - requests of the subject's conversations, and requests the subject asked
   anywhere: the requester, the arguments, the description, the result and the
-  words of the decision (edited arguments, a reason) are cleared; the hashes,
-  tool, statuses, times and decisions' types stay; a pending one is closed
-  (dismissed, not run) and its link spent;
+  words of the decision (edited arguments, a reason) are cleared, and the ids of
+  the deleted conversation and runs are replaced by fresh random ones (the
+  requests of one interrupt still share theirs, but nothing leads back); the
+  hashes, tool, statuses, times and decisions' types stay; a pending one is
+  closed (dismissed, not run) and its link spent;
 - the subject's own votes anywhere: who is cleared (``user_label`` becomes
   ``ERASED``), the reason and edited arguments too; the decision and time stay;
 - other people's votes on the subject's requests lose their reason and edited
@@ -21,6 +23,7 @@ arguments said. So erasure anonymises instead of deleting:
 from __future__ import annotations
 
 import secrets
+import uuid
 from typing import Any
 
 from django.db.models import Q
@@ -40,7 +43,9 @@ def anonymise(
     which = Q(conversation_ref__in=refs)
     if user is not None:
         which |= Q(requested_by=user)
-    requests = ApprovalRequest.objects.filter(which)
+    # By primary key: the ids the filter matched are replaced on the way.
+    pks = list(ApprovalRequest.objects.filter(which).values_list("pk", flat=True))
+    requests = ApprovalRequest.objects.filter(pk__in=pks)
     mine = ApprovalVote.objects.filter(user=user) if user is not None else None
     theirs = ApprovalVote.objects.filter(request__in=requests)
     counts = {
@@ -60,6 +65,7 @@ def anonymise(
             decision={"type": kind} if kind else None,
             link_nonce=secrets.token_hex(16),
         )
+    _unlink(requests)
     requests.update(
         requested_by=None,
         requested_by_label=ERASED,
@@ -71,3 +77,24 @@ def anonymise(
     if mine is not None:
         mine.update(user=None, user_label=ERASED, reason="", arguments=None)
     return counts
+
+
+def _unlink(requests: Any) -> None:
+    """Replace the ids that name the subject's conversations and runs by fresh
+    ones, the same old id by the same new one."""
+    fresh: dict[str, str] = {}
+
+    def new(ref: str) -> str:
+        if not ref or ref.startswith("erased-"):
+            return ref
+        return fresh.setdefault(ref, f"erased-{uuid.uuid4()}")
+
+    for row in requests.only("pk", "conversation_ref", "run_ref", "resumed_run_ref"):
+        ApprovalRequest.objects.filter(pk=row.pk).update(
+            conversation_ref=new(row.conversation_ref),
+            run_ref=new(row.run_ref),
+            resumed_run_ref=new(row.resumed_run_ref),
+            conversation=None,
+            run=None,
+            resumed_run=None,
+        )
