@@ -46,6 +46,7 @@ CHANNELS = [
     ("page", "chat page or inbox"),
     ("link", "signed link"),
     ("api", "programmatic resume"),
+    ("admin", "admin action"),
     ("sweeper", "expiry"),
 ]
 

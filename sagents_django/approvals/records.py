@@ -10,9 +10,12 @@ proposed → decided → executed → result is written, once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Iterator
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any
 
@@ -142,17 +145,37 @@ def open_requests(conversation_id: Any) -> list[ApprovalRequest]:
     )
 
 
+_acting: ContextVar[tuple[Any, str] | None] = ContextVar("approval_actor", default=None)
+
+
+@contextlib.contextmanager
+def acting(user: Any, *, via: str) -> Iterator[None]:
+    """Resumes in the block are decided by ``user`` through ``via`` (the admin's
+    actions act in the requester's scope, but the operator decides)."""
+    token = _acting.set((user, via))
+    try:
+        yield
+    finally:
+        _acting.reset(token)
+
+
 def on_resume(
     scope: Any, conversation_id: Any, decisions: list[Any], run: AgentRun
 ) -> None:
     """``admission.resume`` started ``run`` with ``decisions``: the open requests
     are decided (by the scope's user, when nobody decided them through the
-    approval service: a script's resume) and point at the run that carries them out."""
+    approval service: a script's resume, an admin action) and point at the run
+    that carries them out. A request that needs several approvers, or that the
+    scope's user may not decide, is refused here (``InvalidInput``): only the
+    approval service counts votes."""
     rows = open_requests(conversation_id)
     if len(rows) != len(decisions):
         return  # an interrupt written before the rows (or a custom one)
     now = timezone.now()
-    user = getattr(scope, "user", None)
+    user, via = _acting.get() or (getattr(scope, "user", None), "api")
+    for row in rows:
+        if row.status == PENDING:
+            _check_outside_vote(user, via, row)
     for row, decision in zip(rows, decisions, strict=True):
         data = decision.to_dict() if hasattr(decision, "to_dict") else dict(decision)
         if row.status == PENDING:
@@ -166,7 +189,7 @@ def on_resume(
                 if "arguments" in data
                 else "",
                 reason=str(data.get("message") or ""),
-                via="api",
+                via=via,
             )
             row.status = FINAL_BY_DECISION[data["type"]]
             row.decided_at = now
@@ -181,6 +204,23 @@ def on_resume(
                 "resumed_run",
                 "resumed_run_ref",
             ]
+        )
+
+
+def _check_outside_vote(user: Any, via: str, row: ApprovalRequest) -> None:
+    from sagents_django.exceptions import InvalidInput
+
+    from . import routing
+
+    if row.approvals_needed > 1:
+        raise InvalidInput(
+            f"{row.tool_name!r} needs {row.approvals_needed} approvers: decide it "
+            "in the approvals inbox, where each person's vote is counted"
+        )
+    if via != "admin" and user is not None and not routing.may_decide(user, row):
+        raise InvalidInput(
+            f"This person may not decide the request for {row.tool_name!r}: it "
+            "waits for someone with its permission (the approvals inbox)"
         )
 
 

@@ -67,7 +67,7 @@ class Migration(migrations.Migration):
                 ('arguments', models.JSONField(blank=True, null=True)),
                 ('arguments_hash', models.CharField(blank=True, default='', max_length=64)),
                 ('reason', models.TextField(blank=True, default='')),
-                ('via', models.CharField(choices=[('page', 'chat page or inbox'), ('link', 'signed link'), ('api', 'programmatic resume'), ('sweeper', 'expiry')], default='page', max_length=8)),
+                ('via', models.CharField(choices=[('page', 'chat page or inbox'), ('link', 'signed link'), ('api', 'programmatic resume'), ('admin', 'admin action'), ('sweeper', 'expiry')], default='page', max_length=8)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('request', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='votes', to='sagents_django.approvalrequest')),
                 ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),

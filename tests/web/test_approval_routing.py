@@ -289,3 +289,40 @@ def test_another_tenants_conversation_id_is_not_found(
     with pytest.raises(NotFound):
         deciding.visible(alice, rows[0].pk)
     assert sent == []
+
+
+def test_a_resume_outside_the_inbox_cannot_skip_a_quorum_or_the_routing(
+    settings: Any, alice: Any, conversation: Any
+) -> None:
+    """``agent_server.resume`` (a script, the socket) goes through the same rows:
+    it cannot decide a request that needs two people, nor one its user may not."""
+    from sagents_django.approvals import records
+
+    routed(settings, HIGH_RISK=["delete_file"])
+    pause(conversation, "delete_file")
+    scope = Scope.for_user(alice)
+    with pytest.raises(InvalidInput, match="needs 2 approvers"):
+        records.on_resume(scope, conversation.pk, [{"type": "approve"}], None)
+    ApprovalRequest.objects.all().delete()
+    routed(settings, OWNER_DECIDES=False)
+    pause(conversation, "write_file")
+    with pytest.raises(InvalidInput, match="may not decide"):
+        records.on_resume(scope, conversation.pk, [{"type": "approve"}], None)
+    assert not ApprovalVote.objects.exists()
+
+
+def test_an_admin_resume_is_recorded_as_the_operators_decision(
+    settings: Any, alice: Any, bob: Any, conversation: Any
+) -> None:
+    from sagents_django.approvals import records
+
+    routed(settings, OWNER_DECIDES=False)
+    pause(conversation, "write_file")
+    scope = Scope.for_user(alice)
+    run = services.begin_run(scope, conversation.pk, trigger="resume")
+    with records.acting(bob, via="admin"):
+        records.on_resume(scope, conversation.pk, [{"type": "reject"}], run)
+    vote = ApprovalVote.objects.get()
+    assert (vote.user, vote.decision, vote.via) == (bob, "reject", "admin")
+    row = ApprovalRequest.objects.get()
+    assert row.status == "rejected" and row.resumed_run_ref == str(run.pk)
