@@ -27,6 +27,8 @@ fails ``manage.py check`` instead of every turn:
 - E050 RETENTION_DAYS, E051 RETENTION_FOR, E052 RETENTION_DELETES, E053
   LIFECYCLE_BATCH, E054 EXPORT_INLINE_MAX_ROWS, E055 EXPORT_STORAGE: a value of
   the wrong type or outside its closed set
+- E070 APPROVALS: an unknown key, or a value of the wrong type (a permission not
+  named "app_label.codename", a QUORUM under 2...)
 - E015 FACTORY cannot be imported or is not callable
 - E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
   them cannot be imported or is not a class
@@ -81,6 +83,7 @@ IDS = {
     "LIFECYCLE_BATCH": "sagents_django.E053",
     "EXPORT_INLINE_MAX_ROWS": "sagents_django.E054",
     "EXPORT_STORAGE": "sagents_django.E055",
+    "APPROVALS": "sagents_django.E070",
 }
 """The check id of each key's type check."""
 
@@ -135,6 +138,9 @@ HINTS = {
     "LIFECYCLE_BATCH": "Give a number of conversations, e.g. 100.",
     "EXPORT_INLINE_MAX_ROWS": "Give a number of display rows, e.g. 5000.",
     "EXPORT_STORAGE": 'Name a STORAGES alias, e.g. "default".',
+    "APPROVALS": 'A dict such as {"PERMISSIONS": {"write_file": '
+    '"myapp.approve_writes"}, "HIGH_RISK": ["delete_file"]}; docs/approvals.md '
+    "lists its keys.",
 }
 
 

@@ -72,12 +72,18 @@ class ApprovalSettings:
 
 
 def problem(value: Any) -> str | None:
-    """What is wrong with the APPROVALS setting, as the end of a sentence."""
+    """What is wrong with the APPROVALS setting, as the end of a sentence that
+    quotes the value."""
+    why = _why(value)
+    return None if why is None else f"{why}, not {value!r}"
+
+
+def _why(value: Any) -> str | None:
     if not isinstance(value, Mapping):
-        return f"must be a dict, not {value!r}"
+        return "must be a dict"
     unknown = sorted(set(value) - KEYS)
     if unknown:
-        return f"has unknown keys {unknown!r}; known: {sorted(KEYS)!r}"
+        return f"has unknown keys {unknown!r} (known: {sorted(KEYS)!r})"
     permissions = value.get("PERMISSIONS", {})
     if not isinstance(permissions, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) and PERMISSION.match(v)
@@ -85,7 +91,7 @@ def problem(value: Any) -> str | None:
     ):
         return (
             "['PERMISSIONS'] must map tool names (or 'policy:<id>', '*') to "
-            f"'app_label.codename' permissions, not {permissions!r}"
+            "'app_label.codename' permissions"
         )
     if not isinstance(value.get("OWNER_DECIDES", True), bool):
         return "['OWNER_DECIDES'] must be True or False"
@@ -93,20 +99,20 @@ def problem(value: Any) -> str | None:
     if not isinstance(risky, list | tuple) or not all(
         isinstance(t, str) for t in risky
     ):
-        return f"['HIGH_RISK'] must be a list of tool names, not {risky!r}"
+        return "['HIGH_RISK'] must be a list of tool names"
     quorum = value.get("QUORUM", 2)
     if type(quorum) is not int or not 2 <= quorum <= MAX_QUORUM:
-        return f"['QUORUM'] must be an integer from 2 to {MAX_QUORUM}, not {quorum!r}"
+        return f"['QUORUM'] must be an integer from 2 to {MAX_QUORUM}"
     expires = value.get("EXPIRES_AFTER", 86400)
     if expires is not None and (type(expires) is not int or expires <= 0):
-        return f"['EXPIRES_AFTER'] must be a positive number of seconds or None, not {expires!r}"
+        return "['EXPIRES_AFTER'] must be a positive number of seconds or None"
     if value.get("ON_EXPIRY", "reject") not in EXPIRY_OUTCOMES:
-        return f"['ON_EXPIRY'] must be one of {EXPIRY_OUTCOMES!r}, not {value.get('ON_EXPIRY')!r}"
+        return f"['ON_EXPIRY'] must be one of {EXPIRY_OUTCOMES!r}"
     tenancy = value.get("TENANCY")
     if tenancy is not None and not (isinstance(tenancy, str) and DOTTED.match(tenancy)):
         return (
             "['TENANCY'] must be None or the dotted path of a function "
-            f"(user, conversations) -> conversations, not {tenancy!r}"
+            "(user, conversations) -> conversations"
         )
     return None
 

@@ -98,7 +98,7 @@ def votes_from_post(post: QueryDict, requests: list[Request]) -> list[Vote]:
 
 def _conversation_ids(user: Any, scope: Scope, limit: int | None) -> list[Any]:
     own = list(
-        approvals._waiting(scope)
+        approvals.waiting(scope)
         .order_by("-updated_at", "-pk")
         .values_list("conversation_id", flat=True)[: limit or None]
     )

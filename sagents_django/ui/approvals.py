@@ -127,7 +127,7 @@ def with_previews(
 
 def pending_for(scope: Scope, conversation_id: Any) -> list[Request]:
     value = (
-        _waiting(scope)
+        waiting(scope)
         .filter(conversation_id=conversation_id)
         .values_list("state_data__state__interrupt_data", flat=True)
         .first()
@@ -144,7 +144,7 @@ def pending_for(scope: Scope, conversation_id: Any) -> list[Request]:
     return requests
 
 
-def _waiting(scope: Scope) -> Any:
+def waiting(scope: Scope) -> Any:
     # A resume already under way has answered the interrupt (its run clears it).
     answered = AgentRun.objects.active().values("conversation_id")
     return (
