@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import secrets
 from collections.abc import Iterator
 from contextvars import ContextVar
 from datetime import timedelta
@@ -112,6 +113,7 @@ def record_interrupt(
                 approvals_needed=r.approvers or config.approvers_for(r.tool_name),
                 allowed_decisions=list(r.allowed_decisions),
                 expires_at=expires,
+                link_nonce=secrets.token_hex(16),
             )
         )
     ApprovalRequest.objects.bulk_create(rows, ignore_conflicts=True)

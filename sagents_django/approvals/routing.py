@@ -74,7 +74,8 @@ def decidable(user: Any) -> QuerySet[ApprovalRequest]:
     held = [p for p in permissions if user.has_perm(p)]
     if held:
         allowed |= Q(permission__in=held, conversation__in=tenancy(user).values("pk"))
-    return pending.filter(allowed)
+    # Requests this person approved already wait for someone else.
+    return pending.filter(allowed).exclude(votes__user=user)
 
 
 def deciders(row: ApprovalRequest) -> QuerySet:

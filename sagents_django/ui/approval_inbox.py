@@ -36,24 +36,33 @@ def requests_for(user: Any, conversation: Any) -> list[Request]:
     )
     requests = approvals.requests_of(interrupt)
     rows = {r.tool_call_id: r for r in records.open_requests(conversation.pk)}
-    if not requests or not any(
-        (row := rows.get(r.tool_call_id)) is not None and routing.may_decide(user, row)
+    annotate(requests, rows, user=user)
+    if not any(
+        not r.settled
+        and (row := rows.get(r.tool_call_id)) is not None
+        and routing.may_decide(user, row)
         for r in requests
     ):
         raise NotFound("approval request", str(conversation.pk))
-    return annotate(requests, rows)
+    return requests
 
 
 def annotate(
-    requests: list[Request], rows: dict[str, ApprovalRequest]
+    requests: list[Request], rows: dict[str, ApprovalRequest], *, user: Any = None
 ) -> list[Request]:
+    """Mark the requests decided already, or already approved by ``user`` (a
+    quorum waiting for someone else), and where a quorum stands."""
     for r in requests:
         row = rows.get(r.tool_call_id)
         if row is None:
             continue
-        r.settled = "" if row.status == "pending" else row.get_status_display()
+        votes = list(row.votes.all())
         r.approvals_needed = row.approvals_needed
-        r.approvals_given = row.votes.filter(decision="approve").count()
+        r.approvals_given = sum(1 for v in votes if v.decision == "approve")
+        if row.status != "pending":
+            r.settled = row.get_status_display()
+        elif user is not None and any(v.user_id == user.pk for v in votes):
+            r.settled = "approved by you, waiting for another approver"
     return requests
 
 

@@ -140,7 +140,7 @@ def pending_for(scope: Scope, conversation_id: Any) -> list[Request]:
 
         records.ensure(conversation_id)
         rows = {r.tool_call_id: r for r in records.open_requests(conversation_id)}
-        annotate(requests, rows)
+        annotate(requests, rows, user=scope.user)
     return requests
 
 

@@ -81,6 +81,8 @@ def test_an_expired_link_is_refused(
         signing.dumps({"r": "not-a-uuid", "n": "x"}, salt=links.SALT),
         signing.dumps(["r", "n"], salt=links.SALT),
     ],
+    # Fixed ids: a signed token differs per process (its timestamp).
+    ids=["short", "forged", "oversized", "not-a-uuid", "not-a-dict"],
 )
 def test_a_forged_or_malformed_link_is_refused(
     alice_client: Client, conversation: Any, sent: list, token: str

@@ -326,3 +326,22 @@ def test_an_admin_resume_is_recorded_as_the_operators_decision(
     assert (vote.user, vote.decision, vote.via) == (bob, "reject", "admin")
     row = ApprovalRequest.objects.get()
     assert row.status == "rejected" and row.resumed_run_ref == str(run.pk)
+
+
+def test_after_their_approval_of_a_quorum_the_request_leaves_that_persons_inbox(
+    settings: Any,
+    bob: Any,
+    bob_client: Client,
+    carol: Any,
+    conversation: Any,
+    sent: list,
+) -> None:
+    routed(settings, HIGH_RISK=["delete_file"])
+    allow(bob)
+    allow(carol)
+    rows = pause(conversation, "delete_file")
+    assert "Needs 2 approvers: 0 so far" in inbox(bob_client)
+    response = decide(bob_client, conversation, approve_all(rows), **HTMX)
+    assert response.status_code == 200 and sent == []
+    assert "delete_file" not in inbox(bob_client)
+    assert "Needs 2 approvers: 1 so far" in inbox(client_of(carol))
