@@ -69,7 +69,10 @@ def decidable(user: Any) -> QuerySet[ApprovalRequest]:
     )
     allowed = Q(owner_decides=True, conversation__in=owned(user).values("pk"))
     permissions = set(
-        pending.exclude(permission="").values_list("permission", flat=True).distinct()
+        pending.exclude(permission="")
+        .order_by()  # the model's ordering would make DISTINCT see every row
+        .values_list("permission", flat=True)
+        .distinct()
     )
     held = [p for p in permissions if user.has_perm(p)]
     if held:

@@ -82,7 +82,15 @@ def inbox(user: Any, scope: Scope, *, limit: int = 50) -> list[Pending]:
 
 def inbox_count(user: Any, scope: Scope) -> int:
     """How many conversations wait for the person (the header's badge)."""
-    return len(_conversation_ids(user, scope, None))
+    own = list(approvals.waiting(scope).values_list("conversation_id", flat=True))
+    theirs = (
+        _others(user, own)
+        .order_by()
+        .values_list("conversation_id", flat=True)
+        .distinct()
+        .count()
+    )
+    return len(own) + theirs
 
 
 def votes_from_post(post: QueryDict, requests: list[Request]) -> list[Vote]:
@@ -105,25 +113,30 @@ def votes_from_post(post: QueryDict, requests: list[Request]) -> list[Vote]:
     return votes
 
 
-def _conversation_ids(user: Any, scope: Scope, limit: int | None) -> list[Any]:
+def _conversation_ids(user: Any, scope: Scope, limit: int) -> list[Any]:
     own = list(
         approvals.waiting(scope)
         .order_by("-updated_at", "-pk")
-        .values_list("conversation_id", flat=True)[: limit or None]
+        .values_list("conversation_id", flat=True)[:limit]
     )
     theirs = list(
+        _others(user, own)
+        .order_by("-created_at")
+        .values_list("conversation_id", flat=True)[:limit]
+    )
+    return list(dict.fromkeys([*own, *theirs]))[:limit]
+
+
+def _others(user: Any, own: list[Any]) -> Any:
+    """Requests ``user`` may decide in conversations not theirs that still wait."""
+    return (
         routing.decidable(user)
         .exclude(conversation_id__in=own)
         .filter(
             conversation__agent_state__state_data__state__interrupt_data__isnull=False
         )
         .exclude(conversation__agent_state__state_data__state__interrupt_data=None)
-        .order_by("-created_at")
-        .values_list("conversation_id", flat=True)
-        .distinct()
     )
-    ids = list(dict.fromkeys([*own, *theirs]))
-    return ids[:limit] if limit else ids
 
 
 def _conversations(user: Any, scope: Scope, limit: int) -> list[Any]:
