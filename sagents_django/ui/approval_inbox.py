@@ -82,7 +82,7 @@ def inbox(user: Any, scope: Scope, *, limit: int = 50) -> list[Pending]:
 
 def inbox_count(user: Any, scope: Scope) -> int:
     """How many conversations wait for the person (the header's badge)."""
-    own = list(approvals.waiting(scope).values_list("conversation_id", flat=True))
+    own = list(_own(scope).values_list("conversation_id", flat=True))
     theirs = (
         _others(user, own)
         .order_by()
@@ -115,7 +115,7 @@ def votes_from_post(post: QueryDict, requests: list[Request]) -> list[Vote]:
 
 def _conversation_ids(user: Any, scope: Scope, limit: int) -> list[Any]:
     own = list(
-        approvals.waiting(scope)
+        _own(scope)
         .order_by("-updated_at", "-pk")
         .values_list("conversation_id", flat=True)[:limit]
     )
@@ -125,6 +125,14 @@ def _conversation_ids(user: Any, scope: Scope, limit: int) -> list[Any]:
         .values_list("conversation_id", flat=True)[:limit]
     )
     return list(dict.fromkeys([*own, *theirs]))[:limit]
+
+
+def _own(scope: Scope) -> Any:
+    """The scope's waiting conversations, when owners decide their requests."""
+    from sagents_django.conf import sagents_settings
+
+    waiting = approvals.waiting(scope)
+    return waiting if sagents_settings.APPROVALS.owner_decides else waiting.none()
 
 
 def _others(user: Any, own: list[Any]) -> Any:
