@@ -231,7 +231,7 @@ def close_open(
 ) -> int:
     """Close the open requests of the conversation without running them (dismissed,
     or expired with the dismiss outcome): a vote names who (or what) did."""
-    rows = [r for r in open_requests(conversation_id) if True]
+    rows = open_requests(conversation_id)
     now = timezone.now()
     kind = "expire" if via == "sweeper" else "dismiss"
     for row in rows:
