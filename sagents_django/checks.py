@@ -27,6 +27,7 @@ fails ``manage.py check`` instead of every turn:
 - E050 RETENTION_DAYS, E051 RETENTION_FOR, E052 RETENTION_DELETES, E053
   LIFECYCLE_BATCH, E054 EXPORT_INLINE_MAX_ROWS, E055 EXPORT_STORAGE: a value of
   the wrong type or outside its closed set
+- E060 SHARE_WITH is not a dotted path to a function
 - E070 APPROVALS: an unknown key, or a value of the wrong type (a permission not
   named "app_label.codename", a QUORUM under 2...)
 - E015 FACTORY cannot be imported or is not callable
@@ -83,6 +84,7 @@ IDS = {
     "LIFECYCLE_BATCH": "sagents_django.E053",
     "EXPORT_INLINE_MAX_ROWS": "sagents_django.E054",
     "EXPORT_STORAGE": "sagents_django.E055",
+    "SHARE_WITH": "sagents_django.E060",
     "APPROVALS": "sagents_django.E070",
 }
 """The check id of each key's type check."""
@@ -138,6 +140,8 @@ HINTS = {
     "LIFECYCLE_BATCH": "Give a number of conversations, e.g. 100.",
     "EXPORT_INLINE_MAX_ROWS": "Give a number of display rows, e.g. 5000.",
     "EXPORT_STORAGE": 'Name a STORAGES alias, e.g. "default".',
+    "SHARE_WITH": "Name a function (scope, conversation, target) -> bool, e.g. "
+    '"myapp.tenants.share_with", or leave it unset.',
     "APPROVALS": 'A dict such as {"PERMISSIONS": {"write_file": '
     '"myapp.approve_writes"}, "HIGH_RISK": ["delete_file"]}; docs/approvals.md '
     "lists its keys.",

@@ -119,6 +119,10 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         "EXPORT_INLINE_MAX_ROWS": 5000,
         # The STORAGES alias export archives are kept in until downloaded.
         "EXPORT_STORAGE": "default",
+        # Who a conversation may be shared with: a function (scope, conversation,
+        # target) -> bool, target a user or a Group (a site with tenants refuses
+        # another tenant's); None: sharing.policy.same_tenant.
+        "SHARE_WITH": None,
     }
 )
 
@@ -307,6 +311,9 @@ def _storage_alias(value: Any) -> str | None:
 _retention_for = _function_path(
     "a function (owner_pk, *, default) -> days or None", "myapp.plans.retention_for"
 )
+_share_with = _function_path(
+    "a function (scope, conversation, target) -> bool", "myapp.tenants.share_with"
+)
 
 VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
     {
@@ -339,6 +346,7 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "MCP_SECRETS": _mcp_secrets,
         "RETENTION_DAYS": _positive_int("days", allow_none=True),
         "RETENTION_FOR": _retention_for,
+        "SHARE_WITH": _share_with,
         "RETENTION_DELETES": _retention_deletes,
         "LIFECYCLE_BATCH": _positive_int("conversations"),
         "EXPORT_INLINE_MAX_ROWS": _positive_int("display rows"),
@@ -510,6 +518,10 @@ class SagentsSettings:
     @property
     def RETENTION_FOR(self) -> str | None:
         return cast("str | None", valid("RETENTION_FOR"))
+
+    @property
+    def SHARE_WITH(self) -> str | None:
+        return cast("str | None", valid("SHARE_WITH"))
 
     @property
     def RETENTION_DELETES(self) -> str:

@@ -477,4 +477,6 @@ from sagents_django.approvals.models import (  # noqa: E402
 from sagents_django.approvals.models import ApprovalVote as ApprovalVote  # noqa: E402
 from sagents_django.lifecycle.models import DataExport as DataExport  # noqa: E402
 from sagents_django.mcp.models import StoredMcpServer as StoredMcpServer  # noqa: E402
+from sagents_django.sharing.models import ConversationShare as ConversationShare  # noqa: E402
+from sagents_django.sharing.models import ShareLink as ShareLink  # noqa: E402
 from sagents_django.triggers.models import TriggerEvent as TriggerEvent  # noqa: E402

@@ -4,6 +4,11 @@
 (``services.rate_reply``), with ``feedback`` (the ``ReplyFeedback`` row: its user,
 message, conversation, rating, comment and model) and ``created`` (False when the
 person changed an earlier rating): a receiver can feed an evaluation set.
+
+``conversation_changed`` is sent after commit when the services create, rename or
+delete a conversation, with ``conversation`` (the instance; deleted: as it was) and
+``change`` (``"created"``, ``"renamed"`` or ``"deleted"``). The chat pages' lists
+follow it (``ui.live_lists``); a site can too.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ run_finished = Signal()
 interrupt_raised = Signal()
 title_generated = Signal()
 feedback_given = Signal()
+conversation_changed = Signal()
 approval_requested = Signal()
 """An approval request waits for people: ``request``, ``link``, ``still_needed``
 (``sagents_django.approvals.signals``)."""

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from sagents_django.sharing import urls as sharing_urls
 from sagents_django.views import (
     actions,
     approvals,
@@ -48,4 +49,5 @@ urlpatterns = [
     path("theme/", preferences.theme, name="theme"),
     path("ready/", health.ready, name="ready"),
     path("live/", health.live, name="live"),
+    *sharing_urls.urlpatterns,
 ]

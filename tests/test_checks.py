@@ -98,6 +98,8 @@ BAD_VALUES = [
     ("LIFECYCLE_BATCH", 1.5, "sagents_django.E053"),
     ("EXPORT_INLINE_MAX_ROWS", None, "sagents_django.E054"),
     ("EXPORT_STORAGE", "", "sagents_django.E055"),
+    ("SHARE_WITH", "share_with", "sagents_django.E060"),
+    ("SHARE_WITH", 3, "sagents_django.E060"),
 ]
 
 
@@ -204,6 +206,7 @@ GOOD = {
     "LIFECYCLE_BATCH": 10,
     "EXPORT_INLINE_MAX_ROWS": 100,
     "EXPORT_STORAGE": "default",
+    "SHARE_WITH": "tests.sharing.tenants.share_with",
 }
 
 

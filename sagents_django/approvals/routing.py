@@ -1,7 +1,8 @@
 """Who may decide an approval request, and which requests a person sees.
 
 A request may be decided by its conversation's owner (``OWNER_DECIDES``: the
-people the site's scope lets use the conversation) and by holders of its
+people the site's scope lets use the conversation, and those a share lets write
+it) and by holders of its
 permission (from ``APPROVALS["PERMISSIONS"]`` or the tool's ``interrupt_on``
 entry) within their tenancy. Django permissions are site-wide, so the tenancy is
 what keeps a manager of one team from another team's requests: by default, a site
@@ -22,6 +23,7 @@ from django.utils.module_loading import import_string
 
 from sagents_django.conf import sagents_settings
 from sagents_django.scope import conversation_model, owned_by_users, scope_class
+from sagents_django.sharing.access import share_access, shares_for
 
 from .models import PENDING, ApprovalRequest
 
@@ -52,7 +54,10 @@ def tenancy(user: Any) -> QuerySet:
 def may_decide(user: Any, row: ApprovalRequest) -> bool:
     if not _signed_in(user) or row.conversation_id is None:
         return False
-    if row.owner_decides and owned(user).filter(pk=row.conversation_id).exists():
+    if row.owner_decides and (
+        owned(user).filter(pk=row.conversation_id).exists()
+        or share_access(user, row.conversation_id) == "write"
+    ):
         return True
     return bool(row.permission) and (
         user.has_perm(row.permission)
@@ -67,7 +72,12 @@ def decidable(user: Any) -> QuerySet[ApprovalRequest]:
     pending = ApprovalRequest.objects.filter(status=PENDING).filter(
         Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
     )
-    allowed = Q(owner_decides=True, conversation__in=owned(user).values("pk"))
+    allowed = Q(owner_decides=True, conversation__in=owned(user).values("pk")) | Q(
+        owner_decides=True,
+        conversation__in=shares_for(user)
+        .filter(access="write")
+        .values("conversation_id"),
+    )
     permissions = set(
         pending.exclude(permission="")
         .order_by()  # the model's ordering would make DISTINCT see every row

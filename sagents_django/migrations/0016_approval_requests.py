@@ -13,7 +13,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sagents_django', '0012_lifecycle'),
+        ('sagents_django', '0014_sharing'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -34,7 +34,7 @@ from django.db import transaction
 
 from sagents_django import services
 from sagents_django.approvals import records as approval_records
-from sagents_django.core import TokenUsage
+from sagents_django.core import AgentResult, TokenUsage
 from sagents_django.core.persistence import PersistenceContext, SyntheticMessage
 from sagents_django.exceptions import RunConflict
 from sagents_django.models import AgentRun, DisplayMessage
@@ -363,3 +363,16 @@ def _context(run: AgentRun) -> PersistenceContext:
         conversation_id=str(run.conversation_id),
         run_id=str(run.pk),
     )
+
+
+def closing_signals(result: AgentResult) -> list[tuple[str, dict[str, Any]]]:
+    """The lifecycle signals between a turn's last save and its ending."""
+    signals: list[tuple[str, dict[str, Any]]] = []
+    state = result.state
+    if result.status == "interrupted":
+        signals.append(("interrupt_raised", {"interrupt_data": state.interrupt_data}))
+    last = state.messages[-1] if state.messages else None
+    # The agent's reply: a turn paused for approval has not answered yet.
+    if result.status == "completed" and last is not None and last.role == "assistant":
+        signals.append(("agent_response", {"message": last.to_dict()}))
+    return signals

@@ -48,7 +48,11 @@ from sagents_django.core.serialization import (
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound
 from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun, DisplayMessage
 from sagents_django.scope import Scope
-from sagents_django.services.conversations import TITLE_MAX_LENGTH, conversation_pk
+from sagents_django.services.conversations import (
+    TITLE_MAX_LENGTH,
+    conversation_pk,
+    refuse_lent,
+)
 from sagents_django.services.usage import TURN_STARTS
 from sagents_django.services.validation import clean_text, parse_int
 
@@ -91,6 +95,9 @@ def fork(
     a point the agent no longer remembers or a bad title; ``Conflict`` when the
     history there has a tool call with no result (it cannot be continued)."""
     pk = conversation_pk(conversation_id)
+    # A fork belongs to the scope's owner: through a share, that would be the
+    # conversation's owner, not the person forking.
+    refuse_lent(scope, pk)
     chosen = (
         None
         if at_message is None

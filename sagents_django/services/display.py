@@ -36,6 +36,7 @@ from .conversations import (
     conversation_pk,
     owned_conversations,
     owned_ids,
+    refuse_read_only,
     require_conversation,
 )
 from .keyset import beyond
@@ -130,6 +131,7 @@ def append_display_messages(
     """Append several rows in one INSERT (all validated first: one bad item and
     none is written); returns them saved, with ids."""
     pk = conversation_pk(conversation_id)
+    refuse_read_only(scope, pk)
     if isinstance(items, Mapping | str | bytes):
         raise InvalidInput("items must be a list of attribute dicts")
     rows = []

@@ -46,6 +46,16 @@ class Chat:
     def pk(self) -> str:
         return str(self.conversation.pk)
 
+    @property
+    def lent(self) -> Any:
+        """The share the viewer uses the conversation through (None: theirs)."""
+        return getattr(self.scope, "lent", None)
+
+    @property
+    def can_write(self) -> bool:
+        """Whether the viewer may send and approve (not through a read share)."""
+        return not getattr(self.scope, "read_only", False)
+
     @cached_property
     def status(self) -> str:
         return str(agent_server.get_status(self.scope, self.conversation.pk))
@@ -122,6 +132,8 @@ class Chat:
 
     @cached_property
     def approvals(self) -> list[approvals.Request]:
+        if not self.can_write:
+            return []  # a read share decides nothing: no form to draw
         return approvals.with_previews(
             self.scope,
             self.conversation,

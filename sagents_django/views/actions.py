@@ -35,8 +35,9 @@ MAX_ID_DIGITS = 19
 @login_required
 @require_POST
 def rate(request: HttpRequest, conversation_id: str, message_id: int) -> HttpResponse:
-    """A thumbs up or down (``rating``: up, down) on a reply, with ``comment``."""
-    scope, found = owned(request, conversation_id)
+    """A thumbs up or down (``rating``: up, down) on a reply, with ``comment``
+    (the person's own word: a read share may give it too)."""
+    scope, found = owned(request, conversation_id, access="read")
     row = DisplayMessage.objects.filter(pk=message_id, conversation_id=found.pk).first()
     if row is None:
         raise Http404("Message not found.")

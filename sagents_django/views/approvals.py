@@ -77,10 +77,19 @@ def decide(request: HttpRequest, conversation_id: str) -> HttpResponse:
     return _answer(request, found, back, note=_waiting_note(outcome))
 
 
+def _writer_scope(request: HttpRequest, conversation: Any) -> Any:
+    """The scope in which the person may write the conversation (their own, or a
+    write share's), else None."""
+    from sagents_django.sharing.access import scope_for
+
+    try:
+        return scope_for(get_scope(request), conversation.pk, access="write")
+    except (NotFound, InvalidInput):
+        return None
+
+
 def _owns(request: HttpRequest, conversation: Any) -> bool:
-    manager = conversation_model()._default_manager
-    scope = get_scope(request)
-    return scope.filter_conversations(manager.filter(pk=conversation.pk)).exists()
+    return _writer_scope(request, conversation) is not None
 
 
 def _waiting_note(outcome: deciding.Outcome) -> str:
@@ -102,7 +111,7 @@ def _fix(
     """The form drawn again with what was typed and each error beside its field:
     htmx swaps it in place of the form (chat.js), a plain form gets the page (the
     inbox's, for someone else's conversation)."""
-    scope = get_scope(request)
+    scope = _writer_scope(request, conversation) or get_scope(request)
     approvals.with_previews(scope, conversation, requests)
     if is_htmx(request):
         return render(

@@ -345,3 +345,24 @@ def test_after_their_approval_of_a_quorum_the_request_leaves_that_persons_inbox(
     assert response.status_code == 200 and sent == []
     assert "delete_file" not in inbox(bob_client)
     assert "Needs 2 approvers: 1 so far" in inbox(client_of(carol))
+
+
+@pytest.mark.parametrize(("access", "decides"), [("write", True), ("read", False)])
+def test_a_share_to_write_lets_its_holder_decide_a_share_to_read_does_not(
+    settings: Any,
+    alice: Any,
+    bob: Any,
+    bob_client: Client,
+    conversation: Any,
+    sent: list,
+    access: str,
+    decides: bool,
+) -> None:
+    from sagents_django.sharing.services import share
+
+    share(Scope.for_user(alice), conversation.pk, bob, access=access)
+    rows = pause(conversation, "write_file")
+    assert ("write_file" in inbox(bob_client)) is decides
+    response = decide(bob_client, conversation, approve_all(rows), **HTMX)
+    assert (response.status_code == 200) is decides
+    assert (sent == [("resume", [{"type": "approve"}])]) is decides
