@@ -83,6 +83,10 @@ class Process:
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
+            pass
+        finally:
+            # Also when the wait is cut short (a test's timeout raising in it): a
+            # process left running outlives the test and warns in another one.
             self.kill()
 
 

@@ -27,6 +27,10 @@ from tests.web.browser import (
     wait_connected,
 )
 
+# A production site (daphne and a Celery worker) starts and stops around a test:
+# on a loaded machine that alone can pass the default 120 s.
+pytestmark = pytest.mark.timeout(300)
+
 REQUEST = "Plan a picnic by the river"
 TOOLS = [
     {"type": "function", "function": {"name": name}}
