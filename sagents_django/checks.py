@@ -1,6 +1,6 @@
 """System checks for ``settings.SAGENTS``; ids are stable and tested by id.
 
-Every key is checked (``conf.VALIDATORS`` says what a valid value is), so a typo
+Every key is checked (``setting_rules.VALIDATORS`` says what a valid value is), so a typo
 fails ``manage.py check`` instead of every turn:
 
 - E001 SAGENTS is not a dict

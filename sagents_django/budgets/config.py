@@ -163,7 +163,7 @@ def _unpriced(value: Any) -> tuple[Decimal, Decimal] | None:
 
 
 def problem(value: Any) -> str | None:
-    """``conf.VALIDATORS``' check for the key."""
+    """``setting_rules.VALIDATORS``' check for the key."""
     try:
         parse(value)
     except ValueError as exc:
