@@ -58,12 +58,16 @@ from sagents_django.services.usage import TURN_STARTS
 from sagents_django.services.validation import clean_text, parse_int
 
 from .events_out import after_commit
+from .file_scopes import conversation_filesystem_scope
 from .lookup import require
 from .publisher import display_message_json
 from .requests import RunRequest
 
 FORK_NOTE: Final = (
     "Forked from “{title}”: the agent remembers the conversation up to here."
+)
+OWN_FILES_NOTE: Final = (
+    " Its files stay with “{title}”: this conversation starts with none."
 )
 NOT_REMEMBERED: Final = (
     "The agent no longer remembers that part of the conversation in detail (it was "
@@ -139,13 +143,19 @@ def fork(
         services.save_agent_state(scope, new.pk, serialize_server_state(forked))
         copied = [row for row in rows[: cut.rows] if row.pk not in waiting]
         _copy_rows(new.pk, copied)
+        text = FORK_NOTE.format(title=source.title or "Untitled")
+        if conversation_filesystem_scope(scope, new) != conversation_filesystem_scope(
+            scope, source
+        ):
+            # Files are not copied: say so where the transcript names them.
+            text += OWN_FILES_NOTE.format(title=source.title or "Untitled")
         note = services.append_display_message(
             scope,
             new.pk,
             message_type="system",
             content_type="notification",
             content={
-                "text": FORK_NOTE.format(title=source.title or "Untitled"),
+                "text": text,
                 "reason": "fork",
                 "forked_from": str(pk),
             },

@@ -96,6 +96,8 @@ async def test_a_fork_from_the_first_turn_copies_it_and_continues_from_there(
         t for t in before_rows[: before_rows.index(("user", "text", "And Lyon?"))]
     ]
     assert copied[-1][1] == "notification" and "Trip" in copied[-1][2]
+    # Its files are the source's, not copied: the note says so.
+    assert "Its files stay with “Trip”" in copied[-1][2]
     # The copies keep their times: the order is the source's.
     copies = await rows_of(new)
     originals = await rows_of(conversation)
