@@ -238,7 +238,9 @@ def load_display_messages(
     marked = rows.annotate(
         _branched=Exists(ConversationBranch.objects.filter(conversation_id=pk))
     )
-    found, branched = _page(scope, pk, marked, limit, before_id, after_id)
+    found, branched = _page(
+        scope, pk, marked, limit, before_id, after_id, annotated=True
+    )
     if not branched:
         return found
     shown = path_filter(load_tree(pk))
@@ -253,14 +255,16 @@ def _page(
     limit: int | None,
     before_id: int | None,
     after_id: int | None,
+    *,
+    annotated: bool = False,
 ) -> tuple[list[DisplayMessage], bool]:
     """The rows asked for, and whether a row read says its conversation branched
-    (``rows`` annotated with ``_branched``; False when not)."""
+    (``annotated``: ``rows`` carry with ``_branched``; False when not)."""
     branched = False
     cursors = [i for i in (before_id, after_id) if i is not None]
     keys: dict[int, tuple[Any, ...]] = {}
     if cursors:
-        marks = ("_branched",) if "_branched" in rows.query.annotations else ()
+        marks = ("_branched",) if annotated else ()
         for key in rows.filter(pk__in=cursors).values_list(*_ORDER, *marks):
             keys[key[2]] = key[:3]
             branched = branched or bool(marks and key[3])
