@@ -259,7 +259,7 @@ def _page(
     annotated: bool = False,
 ) -> tuple[list[DisplayMessage], bool]:
     """The rows asked for, and whether a row read says its conversation branched
-    (``annotated``: ``rows`` carry with ``_branched``; False when not)."""
+    (``annotated``: ``rows`` carry the ``_branched`` mark; False when not)."""
     branched = False
     cursors = [i for i in (before_id, after_id) if i is not None]
     keys: dict[int, tuple[Any, ...]] = {}
