@@ -1,0 +1,170 @@
+"""One AG-UI stream of a conversation: join, resync, then live events, in ``seq``.
+
+How it joins is how our JSON socket does (``consumers.AgentSocketConsumer``): the
+stream's channel joins the conversation's group, then reads the in-flight buffer
+(the message a run is streaming and the number ``S`` of the last event), then the
+database. Every event is in one of those or arrives after; live events numbered
+up to ``S`` are dropped, the rest go out in ``seq`` order (``sequencing``).
+
+What goes out first:
+
+- ``RUN_STARTED``;
+- a resync, unless the client says (``Last-Event-ID``) it already has every event
+  up to ``S``: ``MESSAGES_SNAPSHOT`` (the transcript) and ``STATE_SNAPSHOT``
+  (todos, files), then the message in flight re-opened with its text so far. AG-UI
+  clients replace their messages and state with a snapshot, so what they had is
+  neither lost nor doubled;
+- when the run the stream follows has already ended (a fast run, a reconnect after
+  the end), its end, read from the database.
+
+The run is ours, not the request's: a client that leaves stops the stream, never
+the run, and a reconnect (to any web process) picks the run up where it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
+from sagents_django.runtime import agent_server, inflight, layer, viewers
+from sagents_django.runtime.database import db
+from sagents_django.scope import Scope
+from sagents_django.sequencing import Sequencer
+
+from . import snapshot as snapshots
+from .translate import AgUiEvent, Translator
+
+logger = logging.getLogger(__name__)
+
+KEEPALIVE_SECONDS: Final = 15.0
+"""A quiet stream sends an SSE comment this often (proxies close idle
+connections) and checks that the run it follows is still running: its last
+events could be the ones the channel layer dropped."""
+
+Batch = tuple[int | None, list[AgUiEvent]]
+"""AG-UI events and the ``seq`` of the event of ours they came from (None: none,
+as for a keep-alive, which is an empty list)."""
+
+
+@dataclass(kw_only=True, slots=True)
+class Join:
+    """How a stream starts."""
+
+    scope: Scope
+    conversation: Any
+    translator: Translator
+    last_event_id: int | None = None
+    """The client's ``Last-Event-ID`` (None: a new stream, which always resyncs)."""
+
+
+async def stream(join: Join) -> AsyncIterator[Batch]:
+    """The stream's batches, until the run it follows ends (or the client goes)."""
+    cid = str(join.conversation.pk)
+    channel_layer = layer.get_layer()
+    channel = await channel_layer.new_channel()
+    await agent_server.asubscribe(join.scope, cid, channel)
+    try:
+        joined = await inflight.read(cid)
+        snap = await db(snapshots.read)(join.scope, join.conversation)
+        ended = await _ended(join.translator.follows or snap.run_id)
+        yield joined.seq, _opening(join, joined, snap)
+        translator = join.translator
+        if not translator.finished:
+            if translator.follows is None and snap.run_id is None:
+                # A reconnect with nothing running: the conversation as it rests.
+                status = "interrupted" if snap.interrupt else "completed"
+                yield None, translator.finish(status, interrupt=snap.interrupt)
+            elif ended is not None:
+                yield None, _end_from(translator, ended, snap)
+            elif translator.follows is None:
+                translator.follows = snap.run_id
+        sequencer: Sequencer[dict[str, Any]] = Sequencer()
+        sequencer.rebase(joined.seq)
+        refreshed = time.monotonic()
+        while not translator.finished:
+            due = sequencer.due()
+            wait = KEEPALIVE_SECONDS if due is None else due
+            try:
+                async with asyncio.timeout(wait):
+                    message = await channel_layer.receive(channel)
+            except TimeoutError:
+                if sequencer.due() == 0:
+                    for held in sequencer.release():
+                        yield held.get("seq"), translator.translate(held)
+                    continue
+                if time.monotonic() - refreshed > viewers.REFRESH_SECONDS:
+                    refreshed = time.monotonic()
+                    await viewers.arefresh([cid], channel)
+                yield None, await _check_run(join)
+                continue
+            if message.get("type") != "agent.event":
+                continue
+            for ready in sequencer.push(message.get("seq"), message):
+                yield ready.get("seq"), translator.translate(ready)
+                if translator.finished:
+                    break
+    finally:
+        with contextlib.suppress(Exception):
+            await agent_server.aunsubscribe(join.scope, cid, channel)
+
+
+def _opening(join: Join, joined: Any, snap: snapshots.Snapshot) -> list[AgUiEvent]:
+    translator = join.translator
+    todos = joined.todos if joined.todos is not None else snap.todos
+    translator.state.todos, translator.state.files = list(todos), list(snap.files)
+    out = [translator.started()]
+    if join.last_event_id is None or join.last_event_id != joined.seq:
+        out.append({"type": "MESSAGES_SNAPSHOT", "messages": snap.messages})
+        out.append({"type": "STATE_SNAPSHOT", "snapshot": translator.state.to_dict()})
+    # The buffer restarts at run_started: what it holds is the running run's.
+    if joined.run_id and (joined.text or joined.thinking or joined.tool_calls):
+        out += translator.reopen(
+            message_id=f"{joined.run_id}.{joined.seq}.live",
+            text=joined.text,
+            thinking=joined.thinking,
+            tool_calls=joined.tool_calls,
+        )
+    return out
+
+
+async def _ended(run_id: str | None) -> dict[str, Any] | None:
+    """The run's end as stored (None: still active, or no run)."""
+    if run_id is None:
+        return None
+    row = await (
+        AgentRun.objects.filter(pk=run_id)
+        .exclude(status__in=ACTIVE_RUN_STATUSES)
+        .values("status", "error", "next_run_id")
+        .afirst()
+    )
+    return dict(row) if row is not None else None
+
+
+def _end_from(
+    translator: Translator, ended: dict[str, Any], snap: snapshots.Snapshot
+) -> list[AgUiEvent]:
+    next_run = ended.get("next_run_id")
+    if ended["status"] == "completed" and next_run and translator.waits_for_next:
+        translator.follows = str(next_run)  # our message: the next run answers it
+        return []
+    return translator.finish(
+        ended["status"], interrupt=snap.interrupt, error=ended.get("error")
+    )
+
+
+async def _check_run(join: Join) -> list[AgUiEvent]:
+    """At a quiet moment: the run's end, when its last events never came."""
+    translator = join.translator
+    ended = await _ended(translator.follows)
+    if ended is None:
+        return []
+    snap = await db(snapshots.read)(join.scope, join.conversation)
+    logger.info("AG-UI stream of %s: run ended unannounced", join.conversation.pk)
+    out = [{"type": "MESSAGES_SNAPSHOT", "messages": snap.messages}]
+    return out + _end_from(translator, ended, snap)
