@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from sagents_django.core import interrupt_from_dict
 from sagents_django.core.exceptions import SerializationError
-from sagents_django.exceptions import InvalidInput
+from sagents_django.exceptions import Conflict, InvalidInput
 
 REASON: Final = "tool_approval"
 
@@ -94,7 +94,7 @@ def decisions_for(entries: list[dict[str, Any]], interrupt_data: Any) -> Any:
     exactly the pending interrupts (the decisions' own checks follow in resume)."""
     requests = _requests(interrupt_data)
     if not requests:
-        raise InvalidInput("Nothing to resume: no approval is pending")
+        raise Conflict("Nothing to resume: no approval is pending")
     by_id: dict[str, dict[str, Any]] = {}
     for entry in entries:
         iid = entry["interruptId"]

@@ -10,7 +10,7 @@ What goes out first:
 
 - ``RUN_STARTED``;
 - a resync, unless the client says (``Last-Event-ID``) it already has every event
-  up to ``S``: ``MESSAGES_SNAPSHOT`` (the transcript) and ``STATE_SNAPSHOT``
+  up to ``S`` and no message is streaming: ``MESSAGES_SNAPSHOT`` (the transcript) and ``STATE_SNAPSHOT``
   (todos, files), then the message in flight re-opened with its text so far. AG-UI
   clients replace their messages and state with a snapshot, so what they had is
   neither lost nor doubled;
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
-from sagents_django.runtime import agent_server, inflight, layer, viewers
+from sagents_django.runtime import groups, inflight, layer
 from sagents_django.runtime.database import db
 from sagents_django.scope import Scope
 from sagents_django.sequencing import Sequencer
@@ -46,6 +46,9 @@ KEEPALIVE_SECONDS: Final = 15.0
 """A quiet stream sends an SSE comment this often (proxies close idle
 connections) and checks that the run it follows is still running: its last
 events could be the ones the channel layer dropped."""
+
+LINGER_SECONDS: Final = 1.0
+"""How long a stream whose run ended waits for the event that closes it."""
 
 Batch = tuple[int | None, list[AgUiEvent]]
 """AG-UI events and the ``seq`` of the event of ours they came from (None: none,
@@ -68,7 +71,11 @@ async def stream(join: Join) -> AsyncIterator[Batch]:
     cid = str(join.conversation.pk)
     channel_layer = layer.get_layer()
     channel = await channel_layer.new_channel()
-    await agent_server.asubscribe(join.scope, cid, channel)
+    # In the group, not a viewer: a stream that ends would announce the last
+    # viewer's leaving (agent_shutdown) with a number of its own, and a client that
+    # missed nothing could never say so (Last-Event-ID).
+    group = groups.conversation_group(cid)
+    await layer.group_add(group, channel)
     try:
         joined = await inflight.read(cid)
         snap = await db(snapshots.read)(join.scope, join.conversation)
@@ -86,32 +93,42 @@ async def stream(join: Join) -> AsyncIterator[Batch]:
                 translator.follows = snap.run_id
         sequencer: Sequencer[dict[str, Any]] = Sequencer()
         sequencer.rebase(joined.seq)
-        refreshed = time.monotonic()
-        while not translator.finished:
+        # Past the run's end, the stream waits a moment for the status_changed
+        # that closes it, so the client's last id is the conversation's last.
+        settled = translator.finished
+        linger_until: float | None = None
+        while not settled:
+            now = time.monotonic()
+            if translator.finished:
+                linger_until = linger_until or now + LINGER_SECONDS
+                if now >= linger_until:
+                    break
             due = sequencer.due()
             wait = KEEPALIVE_SECONDS if due is None else due
+            if linger_until is not None:
+                wait = min(wait, linger_until - now)
             try:
                 async with asyncio.timeout(wait):
                     message = await channel_layer.receive(channel)
             except TimeoutError:
+                if translator.finished:
+                    continue
                 if sequencer.due() == 0:
                     for held in sequencer.release():
                         yield held.get("seq"), translator.translate(held)
                     continue
-                if time.monotonic() - refreshed > viewers.REFRESH_SECONDS:
-                    refreshed = time.monotonic()
-                    await viewers.arefresh([cid], channel)
                 yield None, await _check_run(join)
                 continue
             if message.get("type") != "agent.event":
                 continue
             for ready in sequencer.push(message.get("seq"), message):
                 yield ready.get("seq"), translator.translate(ready)
-                if translator.finished:
+                if translator.finished and ready.get("event") == "status_changed":
+                    settled = True
                     break
     finally:
         with contextlib.suppress(Exception):
-            await agent_server.aunsubscribe(join.scope, cid, channel)
+            await layer.group_discard(group, channel)
 
 
 def _opening(join: Join, joined: Any, snap: snapshots.Snapshot) -> list[AgUiEvent]:
@@ -119,11 +136,16 @@ def _opening(join: Join, joined: Any, snap: snapshots.Snapshot) -> list[AgUiEven
     todos = joined.todos if joined.todos is not None else snap.todos
     translator.state.todos, translator.state.files = list(todos), list(snap.files)
     out = [translator.started()]
-    if join.last_event_id is None or join.last_event_id != joined.seq:
+    # The buffer restarts at run_started: what it holds is the running run's.
+    streaming = bool(
+        joined.run_id and (joined.text or joined.thinking or joined.tool_calls)
+    )
+    # A message in flight is re-opened under an id of this stream's, so the one
+    # the client holds from before goes with a snapshot even if it missed nothing.
+    if streaming or join.last_event_id != joined.seq:
         out.append({"type": "MESSAGES_SNAPSHOT", "messages": snap.messages})
         out.append({"type": "STATE_SNAPSHOT", "snapshot": translator.state.to_dict()})
-    # The buffer restarts at run_started: what it holds is the running run's.
-    if joined.run_id and (joined.text or joined.thinking or joined.tool_calls):
+    if streaming:
         out += translator.reopen(
             message_id=f"{joined.run_id}.{joined.seq}.live",
             text=joined.text,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
@@ -49,7 +50,7 @@ async def run(request: HttpRequest) -> HttpResponseBase:
         return _error(405, "method_not_allowed", "POST a RunAgentInput")
     try:
         scope = await _scope(request, post=True)
-        run_input, _ = inputs.parse(request.body)
+        run_input, _ = inputs.parse(_body(request))
         join = await db(_start)(scope, run_input)
     except Refused as exc:
         return _error(exc.status, exc.code, exc.message)
@@ -168,6 +169,18 @@ def _csrf_refused(request: HttpRequest) -> bool:
     # not, which is why only the session's requests are checked.
     check = CsrfViewMiddleware(lambda r: HttpResponse())
     return check.process_view(request, lambda r: HttpResponse(), (), {}) is not None
+
+
+def _body(request: HttpRequest) -> bytes:
+    length = request.META.get("CONTENT_LENGTH") or "0"
+    if not length.isdigit() or int(length) > inputs.MAX_INPUT_BYTES:
+        raise Refused(
+            413, "too_large", f"The body is over {inputs.MAX_INPUT_BYTES} bytes"
+        )
+    try:
+        return request.body
+    except RequestDataTooBig:  # the site's DATA_UPLOAD_MAX_MEMORY_SIZE is lower
+        raise Refused(413, "too_large", "The body is over the site's limit") from None
 
 
 def _seq(value: str | None) -> int | None:

@@ -34,14 +34,18 @@ def parse_sse(text: str) -> list[Received]:
                 data = line[6:]
             elif line.startswith("id: "):
                 ident = line[4:]
-        if data is None:
-            if ident is not None and out:
-                out.append(Received({"type": "_ID"}, ident))
+        if data is None:  # a keep-alive, or an id alone (an event with no AG-UI one)
             continue
         event = json.loads(data)
         EVENT.validate_python(event)  # the SDK's own check of every event we send
         out.append(Received(event, ident))
     return out
+
+
+def last_id(text: str) -> str | None:
+    """The ``Last-Event-ID`` a browser would send after reading ``text``."""
+    ids = [line[4:] for line in text.split("\n") if line.startswith("id: ")]
+    return ids[-1] if ids else None
 
 
 def run_input(thread: str, text: str | None = None, **extra: Any) -> dict[str, Any]:
