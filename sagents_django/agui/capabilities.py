@@ -14,7 +14,7 @@ EXTENSION: Final = "sagents.resumable/1"
 
 CAPABILITIES: Final[dict[str, Any]] = {
     "identity": {"name": "sagents-django", "version": __version__},
-    "transport": {"streaming": True, "websocket": False, "resumable": True},
+    "transport": {"streaming": True, "websocket": True, "resumable": True},
     "state": {"snapshots": True, "deltas": True, "persistentState": True},
     "reasoning": {"supported": True, "streaming": True},
     "humanInTheLoop": {
@@ -27,6 +27,7 @@ CAPABILITIES: Final[dict[str, Any]] = {
         EXTENSION: {
             "eventId": "seq",
             "sse": "id: <seq> on the last AG-UI event of each event of ours",
+            "websocket": "ws/sagents/agui/, each frame's seq",
             "reconnect": "GET agui/<threadId>/ with Last-Event-ID",
         }
     },

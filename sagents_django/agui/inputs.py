@@ -52,17 +52,8 @@ class RunInput:
     """The resume entries (``interruptId``, ``status``, ``payload``), when any."""
 
 
-def parse(body: bytes) -> tuple[RunInput, list[str]]:
-    """The run input in ``body``, and the ids of every message it carries (the
-    caller tells which one is new). ``InvalidInput`` names what is wrong."""
-    try:
-        from ag_ui.core import RunAgentInput
-    except ImportError:  # the [agui] extra
-        raise Rejected(
-            "The AG-UI endpoint needs pip install 'sagents-django[agui]'",
-            status=501,
-            code="not_installed",
-        ) from None
+def parse(body: bytes) -> RunInput:
+    """The run input in ``body``; ``InvalidInput`` names what is wrong."""
     if len(body) > MAX_INPUT_BYTES:
         raise Rejected(
             f"RunAgentInput is over {MAX_INPUT_BYTES} bytes",
@@ -79,8 +70,21 @@ def parse(body: bytes) -> tuple[RunInput, list[str]]:
         raw = json.loads(text)
     except ValueError:
         raise Rejected("RunAgentInput is not JSON", **_MALFORMED) from None
+    return from_object(raw)
+
+
+def from_object(raw: Any) -> RunInput:
+    """``parse`` for a body already read as JSON (a socket frame's ``input``)."""
     if not isinstance(raw, dict):
         raise Rejected("RunAgentInput must be a JSON object", **_MALFORMED)
+    try:
+        from ag_ui.core import RunAgentInput
+    except ImportError:  # the [agui] extra
+        raise Rejected(
+            "The AG-UI endpoint needs pip install 'sagents-django[agui]'",
+            status=501,
+            code="not_installed",
+        ) from None
     try:
         model = RunAgentInput.model_validate(raw)
     except ValueError as exc:  # pydantic's ValidationError
@@ -90,7 +94,6 @@ def parse(body: bytes) -> tuple[RunInput, list[str]]:
     thread = thread_id(model.thread_id)
     if not model.run_id or len(model.run_id) > MAX_ID_CHARS:
         raise InvalidInput(f"runId must be 1 to {MAX_ID_CHARS} characters")
-    ids = [m.id for m in model.messages]
     run = RunInput(thread_id=thread, run_id=model.run_id)
     if model.resume:
         run.resume = [
@@ -101,14 +104,14 @@ def parse(body: bytes) -> tuple[RunInput, list[str]]:
             }
             for entry in model.resume
         ]
-        return run, ids
+        return run
     last = model.messages[-1] if model.messages else None
     if last is not None and last.role == "user":
         if len(last.id) > MAX_ID_CHARS:
             raise InvalidInput(f"A message id is at most {MAX_ID_CHARS} characters")
         run.message_id = last.id
         run.text = _text(last.content)
-    return run, ids
+    return run
 
 
 def thread_id(value: Any) -> str:

@@ -21,12 +21,10 @@ from django.views.decorators.csrf import csrf_exempt
 from sagents_django import services
 from sagents_django.core.exceptions import SagentsError
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound
-from sagents_django.runtime import agent_server
 from sagents_django.runtime.database import db
 from sagents_django.scope import Scope, scope_class
 
-from . import capabilities, inputs, interrupts, sse, tokens
-from . import snapshot as snapshots
+from . import capabilities, inputs, runs, sse, tokens
 from .stream import Join, stream
 from .translate import Translator
 
@@ -50,8 +48,8 @@ async def run(request: HttpRequest) -> HttpResponseBase:
         return _error(405, "method_not_allowed", "POST a RunAgentInput")
     try:
         scope = await _scope(request, post=True)
-        run_input, _ = inputs.parse(_body(request))
-        join = await db(_start)(scope, run_input)
+        run_input = inputs.parse(_body(request))
+        join = await db(runs.start)(scope, run_input)
     except Refused as exc:
         return _error(exc.status, exc.code, exc.message)
     except inputs.Rejected as exc:
@@ -115,39 +113,6 @@ async def new_thread(request: HttpRequest) -> HttpResponse:
 
 
 # Helpers -------------------------------------------------------------------------------
-def _start(scope: Scope, run_input: inputs.RunInput) -> Join:
-    """Take what the input asks (a message, or decisions); the stream to follow."""
-    conversation = services.get_conversation(scope, run_input.thread_id)
-    if conversation is None:
-        raise NotFound("thread")
-    translator = Translator(thread_id=run_input.thread_id, run_id=run_input.run_id)
-    if run_input.resume:
-        pending = snapshots.pending(conversation)
-        decisions = interrupts.decisions_for(run_input.resume, pending)
-        if decisions == interrupts.DISMISS:
-            translator.follows = agent_server.dismiss(scope, conversation.pk)
-        else:
-            translator.follows = agent_server.resume(scope, conversation.pk, decisions)
-            translator.resumed_here = True
-        return Join(scope=scope, conversation=conversation, translator=translator)
-    if run_input.text is None or snapshots.knows_message(
-        conversation, run_input.message_id or ""
-    ):
-        raise InvalidInput(
-            "No new user message: the last message must be the person's new one"
-        )
-    submission = agent_server.add_message(
-        scope,
-        conversation.pk,
-        run_input.text,
-        metadata={snapshots.AGUI_ID: run_input.message_id},
-    )
-    if not submission.held:  # held: the stream shows the approval still pending
-        translator.follows = submission.run_id
-        translator.waits_for_next = submission.queued
-    return Join(scope=scope, conversation=conversation, translator=translator)
-
-
 async def _scope(request: HttpRequest, *, post: bool) -> Scope:
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer "):

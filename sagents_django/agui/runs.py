@@ -1,0 +1,47 @@
+"""Starting what a ``RunAgentInput`` asks: the new message's turn, or the
+decisions that resume a paused one (for the HTTP endpoint and the socket alike)."""
+
+from __future__ import annotations
+
+from sagents_django import services
+from sagents_django.exceptions import InvalidInput, NotFound
+from sagents_django.runtime import agent_server
+from sagents_django.scope import Scope
+
+from . import interrupts, snapshot
+from .inputs import RunInput
+from .stream import Join
+from .translate import Translator
+
+
+def start(scope: Scope, run_input: RunInput) -> Join:
+    """Take what the input asks (a message, or decisions); the stream to follow."""
+    conversation = services.get_conversation(scope, run_input.thread_id)
+    if conversation is None:
+        raise NotFound("thread")
+    translator = Translator(thread_id=run_input.thread_id, run_id=run_input.run_id)
+    if run_input.resume:
+        pending = snapshot.pending(conversation)
+        decisions = interrupts.decisions_for(run_input.resume, pending)
+        if decisions == interrupts.DISMISS:
+            translator.follows = agent_server.dismiss(scope, conversation.pk)
+        else:
+            translator.follows = agent_server.resume(scope, conversation.pk, decisions)
+            translator.resumed_here = True
+        return Join(scope=scope, conversation=conversation, translator=translator)
+    if run_input.text is None or snapshot.knows_message(
+        conversation, run_input.message_id or ""
+    ):
+        raise InvalidInput(
+            "No new user message: the last message must be the person's new one"
+        )
+    submission = agent_server.add_message(
+        scope,
+        conversation.pk,
+        run_input.text,
+        metadata={snapshot.AGUI_ID: run_input.message_id},
+    )
+    if not submission.held:  # held: the stream shows the approval still pending
+        translator.follows = submission.run_id
+        translator.waits_for_next = submission.queued
+    return Join(scope=scope, conversation=conversation, translator=translator)
