@@ -20,10 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sagents_django import services
-from sagents_django.models import AgentRun, AgentState, DisplayMessage
+from sagents_django.filesystems.keys import scope_parts
+from sagents_django.models import AgentRun, AgentState, DisplayMessage, StoredFile
+from sagents_django.runtime.file_scopes import conversation_filesystem_scope
 from sagents_django.runtime.lookup import pending_interrupt
 from sagents_django.scope import Scope
-from sagents_django.ui.files import MAX_FILES_LISTED, _rows
+from sagents_django.ui.files import MAX_FILES_LISTED
 
 AGUI_ID: Final = "agui_message_id"
 """The display row metadata key holding the id an AG-UI client gave a message."""
@@ -53,8 +55,9 @@ def read(scope: Scope, conversation: Any) -> Snapshot:
         .values_list("state_data__state__todos", flat=True)
         .first()
     )
+    kind, ident = scope_parts(conversation_filesystem_scope(scope, conversation))
     files = list(
-        _rows(scope, conversation)
+        StoredFile.objects.filter(scope_kind=kind, scope_id=ident)
         .exclude(mime_type="inode/directory")
         .order_by("path")
         .values_list("path", flat=True)[:MAX_FILES_LISTED]

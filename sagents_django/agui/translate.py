@@ -62,7 +62,8 @@ class Translator:
     """Open tool calls of the streaming message: delta index -> call id."""
     steps: set[str] = field(default_factory=set)
     usage: dict[str, int] = field(default_factory=dict)
-    error: str | None = None
+    failure: str | None = None
+    """The run's error as its ``error`` event said (RUN_ERROR's message)."""
     resumed_here: bool = False
     """This stream sent the decisions that resume the run (no CUSTOM for it)."""
     waits_for_next: bool = False
@@ -127,12 +128,13 @@ class Translator:
             return []
         event = message.get("event")
         data = message.get("data") or {}
-        handler = _HANDLERS.get(str(event))
-        if handler is None:
+        if event not in HANDLED:
             return []
-        return handler(self, data, message.get("seq"))
+        handler: Any = getattr(self, str(event))
+        result: list[AgUiEvent] = handler(data, message.get("seq"))
+        return result
 
-    def _deltas_event(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def llm_deltas(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
         return self._deltas(data.get("deltas") or [], f"{self.run_id}.{seq}")
 
     def _deltas(self, deltas: list[Any], new_id: str) -> list[AgUiEvent]:
@@ -213,7 +215,7 @@ class Translator:
             )
         return out
 
-    def _message_done(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def llm_message(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
         return self._close_message()
 
     def _close_message(self) -> list[AgUiEvent]:
@@ -247,7 +249,7 @@ class Translator:
         self.steps.add(name)
         return [{"type": "STEP_STARTED", "stepName": name}]
 
-    def _tool_update(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def tool_execution_update(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
         name = f"tool:{data.get('call_id')}"
         status = data.get("status")
         if status == "executing":
@@ -259,7 +261,7 @@ class Translator:
             return [{"type": "STEP_FINISHED", "stepName": name}]
         return []
 
-    def _row_saved(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def display_message_saved(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
         row = data.get("display_message")
         if not isinstance(row, dict):
             return []
@@ -293,7 +295,7 @@ class Translator:
             return [_custom("notice", row)]
         return []
 
-    def _todos(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def todos_updated(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
         todos = data.get("todos")
         if not isinstance(todos, list):
             return []
@@ -305,9 +307,13 @@ class Translator:
             }
         ]
 
-    def _file(
-        self, data: dict[str, Any], seq: Any, *, deleted: bool
-    ) -> list[AgUiEvent]:
+    def file_updated(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+        return self._file(data, deleted=False)
+
+    def file_deleted(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+        return self._file(data, deleted=True)
+
+    def _file(self, data: dict[str, Any], *, deleted: bool) -> list[AgUiEvent]:
         path = data.get("path")
         if not isinstance(path, str):
             return []
@@ -323,7 +329,7 @@ class Translator:
             return []
         return [{"type": "STATE_DELTA", "delta": [op]}]
 
-    def _usage(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def llm_token_usage(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
         usage = data.get("usage") or {}
         for ours, theirs in _USAGE_KEYS.items():
             value = usage.get(ours)
@@ -331,7 +337,7 @@ class Translator:
                 self.usage[theirs] = self.usage.get(theirs, 0) + value
         return []
 
-    def _run_started(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def run_started(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
         if self.follows is not None and data.get("run_id") != self.follows:
             return []
         out: list[AgUiEvent] = []
@@ -346,7 +352,7 @@ class Translator:
             out.append(_custom("approval_decided", data))
         return out
 
-    def _run_finished(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def run_finished(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
         run_id = data.get("run_id")
         if self.follows is not None and run_id != self.follows:
             return []
@@ -358,22 +364,24 @@ class Translator:
         if status == "interrupted":
             self._pending_end = data  # the interrupt comes with status_changed
             return []
-        return self.finish(status, error=data.get("error") or self.error)
+        return self.finish(status, error=data.get("error") or self.failure)
 
-    def _status(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def status_changed(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
         if self._pending_end is not None and data.get("status") == "interrupted":
             self._pending_end = None
             return self.finish("interrupted", interrupt=data.get("data"))
         return []
 
-    def _error(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
-        self.error = str(data.get("error") or "The run failed")
+    def error(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+        self.failure = str(data.get("error") or "The run failed")
         return []
 
-    def _queued(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def message_queued(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
         return [_custom("message_queued", data)]
 
-    def _title(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
+    def conversation_title_generated(
+        self, data: dict[str, Any], seq: Any
+    ) -> list[AgUiEvent]:
         return [_custom("conversation_title_generated", {"title": data.get("title")})]
 
 
@@ -389,19 +397,23 @@ def _custom(kind: str, value: Any) -> AgUiEvent:
     return {"type": "CUSTOM", "name": CUSTOM_NAMES[kind], "value": value}
 
 
-_HANDLERS: Final = {
-    "llm_deltas": Translator._deltas_event,
-    "llm_message": Translator._message_done,
-    "tool_execution_update": Translator._tool_update,
-    "display_message_saved": Translator._row_saved,
-    "todos_updated": Translator._todos,
-    "file_updated": lambda t, d, s: t._file(d, s, deleted=False),
-    "file_deleted": lambda t, d, s: t._file(d, s, deleted=True),
-    "llm_token_usage": Translator._usage,
-    "run_started": Translator._run_started,
-    "run_finished": Translator._run_finished,
-    "status_changed": Translator._status,
-    "error": Translator._error,
-    "message_queued": Translator._queued,
-    "conversation_title_generated": Translator._title,
-}
+HANDLED: Final = frozenset(
+    {
+        "llm_deltas",
+        "llm_message",
+        "tool_execution_update",
+        "display_message_saved",
+        "todos_updated",
+        "file_updated",
+        "file_deleted",
+        "llm_token_usage",
+        "run_started",
+        "run_finished",
+        "status_changed",
+        "error",
+        "message_queued",
+        "conversation_title_generated",
+    }
+)
+"""Our events a translator has a method for (named after the event, as a
+consumer's handlers are); the others have no AG-UI meaning."""
