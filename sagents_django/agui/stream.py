@@ -17,6 +17,8 @@ What goes out first:
 - when the run the stream follows has already ended (a fast run, a reconnect after
   the end), its end, read from the database.
 
+A gap in the numbers (an event the channel layer dropped) is repaired by the
+stream, not the client (an AG-UI client cannot see it): the same resync again.
 The run is ours, not the request's: a client that leaves stops the stream, never
 the run, and a reconnect (to any web process) picks the run up where it is.
 """
@@ -44,8 +46,10 @@ logger = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS: Final = 15.0
 """A quiet stream sends an SSE comment this often (proxies close idle
-connections) and checks that the run it follows is still running: its last
-events could be the ones the channel layer dropped."""
+connections)."""
+CHECK_SECONDS: Final = 2.0
+"""A stream that hears nothing for this long checks that the run it follows is
+still running: its last events could be the ones the channel layer dropped."""
 
 LINGER_SECONDS: Final = 1.0
 """How long a stream whose run ended waits for the event that closes it."""
@@ -97,6 +101,7 @@ async def stream(join: Join) -> AsyncIterator[Batch]:
         # that closes it, so the client's last id is the conversation's last.
         settled = translator.finished
         linger_until: float | None = None
+        quiet_since = time.monotonic()
         while not settled:
             now = time.monotonic()
             if translator.finished:
@@ -104,7 +109,7 @@ async def stream(join: Join) -> AsyncIterator[Batch]:
                 if now >= linger_until:
                     break
             due = sequencer.due()
-            wait = KEEPALIVE_SECONDS if due is None else due
+            wait = CHECK_SECONDS if due is None else due
             if linger_until is not None:
                 wait = min(wait, linger_until - now)
             try:
@@ -114,11 +119,19 @@ async def stream(join: Join) -> AsyncIterator[Batch]:
                 if translator.finished:
                     continue
                 if sequencer.due() == 0:
-                    for held in sequencer.release():
+                    # Events were lost (the layer delivers at most once), and an
+                    # AG-UI client cannot tell: the stream resyncs for it.
+                    seq, events = await _resync(join)
+                    yield seq, events
+                    for held in sequencer.rebase(seq):
                         yield held.get("seq"), translator.translate(held)
                     continue
+                if time.monotonic() - quiet_since >= KEEPALIVE_SECONDS:
+                    quiet_since = time.monotonic()
+                    yield None, []  # a keep-alive comment
                 yield None, await _check_run(join)
                 continue
+            quiet_since = time.monotonic()
             if message.get("type") != "agent.event":
                 continue
             for ready in sequencer.push(message.get("seq"), message):
@@ -132,10 +145,30 @@ async def stream(join: Join) -> AsyncIterator[Batch]:
 
 
 def _opening(join: Join, joined: Any, snap: snapshots.Snapshot) -> list[AgUiEvent]:
+    return [join.translator.started(), *_resync_events(join, joined, snap)]
+
+
+async def _resync(join: Join) -> tuple[int, list[AgUiEvent]]:
+    """After a loss: the message in flight closed, the snapshots, the message
+    re-opened as far as it came; the number they cover."""
+    joined = await inflight.read(str(join.conversation.pk))
+    snap = await db(snapshots.read)(join.scope, join.conversation)
+    out = join.translator.close_message()
+    join.last_event_id = None  # a resync always sends the snapshots
+    out += _resync_events(join, joined, snap)
+    ended = await _ended(join.translator.follows)
+    if ended is not None:
+        out += _end_from(join.translator, ended, snap)
+    return joined.seq, out
+
+
+def _resync_events(
+    join: Join, joined: Any, snap: snapshots.Snapshot
+) -> list[AgUiEvent]:
     translator = join.translator
     todos = joined.todos if joined.todos is not None else snap.todos
     translator.state.todos, translator.state.files = list(todos), list(snap.files)
-    out = [translator.started()]
+    out: list[AgUiEvent] = []
     # The buffer restarts at run_started: what it holds is the running run's.
     streaming = bool(
         joined.run_id and (joined.text or joined.thinking or joined.tool_calls)
@@ -188,5 +221,6 @@ async def _check_run(join: Join) -> list[AgUiEvent]:
         return []
     snap = await db(snapshots.read)(join.scope, join.conversation)
     logger.info("AG-UI stream of %s: run ended unannounced", join.conversation.pk)
-    out = [{"type": "MESSAGES_SNAPSHOT", "messages": snap.messages}]
+    out = translator.close_message()
+    out.append({"type": "MESSAGES_SNAPSHOT", "messages": snap.messages})
     return out + _end_from(translator, ended, snap)

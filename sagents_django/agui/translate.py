@@ -80,7 +80,7 @@ class Translator:
         self, status: str, *, interrupt: Any = None, error: str | None = None
     ) -> list[AgUiEvent]:
         """The events that end the stream's run (``status``: our run's)."""
-        out = self._close_message()
+        out = self.close_message()
         out += [{"type": "STEP_FINISHED", "stepName": s} for s in sorted(self.steps)]
         self.steps.clear()
         self.finished = True
@@ -216,9 +216,10 @@ class Translator:
         return out
 
     def llm_message(self, data: dict[str, Any], seq: Any) -> list[AgUiEvent]:
-        return self._close_message()
+        return self.close_message()
 
-    def _close_message(self) -> list[AgUiEvent]:
+    def close_message(self) -> list[AgUiEvent]:
+        """The events that end what is open of the streaming message."""
         out = self._close_reasoning() + self._close_text()
         out += [{"type": "TOOL_CALL_END", "toolCallId": c} for c in self.calls.values()]
         self.calls.clear()
@@ -255,7 +256,7 @@ class Translator:
         if status == "executing":
             if data.get("progress"):
                 return [_custom("tool_progress", data)]
-            return self._close_message() + self._step(name)
+            return self.close_message() + self._step(name)
         if status in ("completed", "failed") and name in self.steps:
             self.steps.discard(name)
             return [{"type": "STEP_FINISHED", "stepName": name}]
@@ -268,7 +269,7 @@ class Translator:
         kind, content = row.get("content_type"), row.get("content") or {}
         if kind == "tool_result":
             return [
-                *self._close_message(),
+                *self.close_message(),
                 {
                     "type": "TOOL_CALL_RESULT",
                     "messageId": f"d{row.get('id')}",
@@ -282,7 +283,7 @@ class Translator:
             mid = f"d{row.get('id')}"
             text = str(content.get("text", ""))
             return [
-                *self._close_message(),
+                *self.close_message(),
                 {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "user"},
                 *(
                     [{"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": text}]

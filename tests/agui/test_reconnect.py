@@ -7,17 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from channels.layers import get_channel_layer
 
 from sagents_django.models import AgentRun
 from tests.agui.client import Received, View, last_id, parse_sse, run_input, types
-from tests.agui.test_runs import signed_in
+from tests.agui.test_runs import post_run, signed_in
 from tests.fakes.openai_server import reply
 from tests.runtime import follow as follow_module
+from tests.runtime import test_dropped_events as dropped_events
 from tests.runtime.follow import new_conversation, no_active_runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 site = follow_module.site
+lossy = dropped_events.lossy
 
 WORDS = [f"w{n:02d} " for n in range(40)]
 TEXT = "".join(WORDS)
@@ -87,12 +90,7 @@ async def test_a_client_that_missed_nothing_rejoins_without_a_snapshot(
     site.script(reply("Done."))
     scope, conversation = await new_conversation()
     client = await signed_in(scope)
-    response = await client.post(
-        "/agui/",
-        run_input(str(conversation.pk), "Hi"),
-        content_type="application/json",
-    )
-    first = b"".join([c async for c in response.streaming_content]).decode()
+    _, first = await post_run(client, run_input(str(conversation.pk), "Hi"))
     assert await no_active_runs(30)
     last = last_id(first)
     assert last is not None
@@ -112,3 +110,21 @@ async def test_a_last_event_id_that_is_not_ours_is_refused(site: Any) -> None:
         f"/agui/{conversation.pk}/", headers={"Last-Event-ID": "12; DROP"}
     )
     assert response.status_code == 422
+
+
+async def test_a_stream_that_loses_events_resyncs_and_shows_the_reply_once(
+    lossy: Any,
+) -> None:
+    lossy.script(reply(TEXT, chunks=len(WORDS), delay=0.01))
+    scope, conversation = await new_conversation()
+    client = await signed_in(scope)
+    _, text = await post_run(client, run_input(str(conversation.pk), "Count for me"))
+
+    events = parse_sse(text)
+    assert get_channel_layer().dropped  # events were lost on the way
+    assert types(events).count("MESSAGES_SNAPSHOT") > 1  # and the stream resynced
+    view = View()
+    for received in events:
+        view.apply(received.event)
+    assert view.texts() == [TEXT]
+    assert events[-1].event["type"] == "RUN_FINISHED"
