@@ -21,6 +21,7 @@ from django.views.decorators.csrf import csrf_exempt
 from sagents_django import services
 from sagents_django.core.exceptions import SagentsError
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound
+from sagents_django.runtime import layer
 from sagents_django.runtime.database import db
 from sagents_django.scope import Scope, scope_class
 
@@ -114,6 +115,9 @@ async def new_thread(request: HttpRequest) -> HttpResponse:
 
 # Helpers -------------------------------------------------------------------------------
 async def _scope(request: HttpRequest, *, post: bool) -> Scope:
+    if layer.get_layer() is None:
+        # Nothing could reach the stream (check W002 says so at start-up).
+        raise Refused(503, "no_channel_layer", "Live events need CHANNEL_LAYERS")
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer "):
         user = await db(tokens.user_for)(header[7:].strip())

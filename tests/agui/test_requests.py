@@ -123,3 +123,16 @@ async def test_the_capabilities_are_agui_capabilities_and_declare_resumable(
     assert capabilities.transport.resumable is True
     assert capabilities.human_in_the_loop is not None
     assert capabilities.human_in_the_loop.interrupts is True
+
+
+async def test_without_a_channel_layer_the_endpoint_says_so(
+    site: Any, settings: Any
+) -> None:
+    scope, conversation = await new_conversation()
+    client = await signed_in(scope)
+    settings.CHANNEL_LAYERS = {}
+
+    status, text = await post_run(client, run_input(str(conversation.pk), "Hi"))
+
+    assert status == 503, text
+    assert not await DisplayMessage.objects.filter(conversation=conversation).aexists()
