@@ -4,6 +4,7 @@ On both stacks (``tests.runtime.stacks``)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -134,3 +135,41 @@ async def test_resending_the_history_without_a_new_message_is_refused(
 
     assert status == 422, text
     assert "No new user message" in text
+
+
+async def test_a_message_sent_during_a_turn_streams_until_the_run_answering_it_ends(
+    site: Any,
+) -> None:
+    site.script(
+        reply("First answer, slowly.", chunks=20, delay=0.05), reply("Second answer.")
+    )
+    scope, conversation = await new_conversation()
+    client = await signed_in(scope)
+    first = asyncio.ensure_future(
+        post_run(client, run_input(str(conversation.pk), "First"))
+    )
+    while not await DisplayMessage.objects.filter(
+        conversation=conversation, message_type="assistant"
+    ).aexists() and not await _streaming(conversation):
+        await asyncio.sleep(0.02)
+
+    status, text = await post_run(
+        await signed_in(scope), run_input(str(conversation.pk), "Second")
+    )
+    await first
+
+    assert status == 200, text
+    events = parse_sse(text)
+    assert events[-1].event["outcome"] == {"type": "success"}
+    view = View()
+    for received in events:
+        view.apply(received.event)
+    # It saw the running turn end, then the one answering it.
+    assert view.texts() == ["First answer, slowly.", "Second answer."]
+    assert view.texts("user") == ["First", "Second"]
+
+
+async def _streaming(conversation: Any) -> bool:
+    from sagents_django.runtime import inflight
+
+    return bool((await inflight.read(str(conversation.pk))).text)
