@@ -168,6 +168,7 @@ def _resync_events(
     translator = join.translator
     todos = joined.todos if joined.todos is not None else snap.todos
     translator.state.todos, translator.state.files = list(todos), list(snap.files)
+    translator.known_messages |= snap.user_ids
     out: list[AgUiEvent] = []
     # The buffer restarts at run_started: what it holds is the running run's.
     streaming = bool(

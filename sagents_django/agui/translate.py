@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .interrupts import agui_interrupts
+from .snapshot import AGUI_ID
 
 CUSTOM_NAMES: Final = {
     "message_queued": "sagents.message_queued",
@@ -61,6 +62,8 @@ class Translator:
     calls: dict[int, str] = field(default_factory=dict)
     """Open tool calls of the streaming message: delta index -> call id."""
     steps: set[str] = field(default_factory=set)
+    known_messages: set[str] = field(default_factory=set)
+    """Ids of the person's messages the client has (snapshots, this stream)."""
     usage: dict[str, int] = field(default_factory=dict)
     failure: str | None = None
     """The run's error as its ``error`` event said (RUN_ERROR's message)."""
@@ -279,11 +282,18 @@ class Translator:
                 },
             ]
         if row.get("message_type") == "user" and kind == "text":
-            # Someone's message (another tab's, a queued one answered now).
-            mid = f"d{row.get('id')}"
+            # Someone's message (another tab's, one queued meanwhile), unless the
+            # client has it (its own, in a snapshot): the snapshot's id for it.
+            meta = row.get("metadata")
+            given = meta.get(AGUI_ID) if isinstance(meta, dict) else None
+            mid = given if isinstance(given, str) else f"d{row.get('id')}"
+            if mid in self.known_messages:
+                return []
+            self.known_messages.add(mid)
             text = str(content.get("text", ""))
+            # The assistant's message streaming meanwhile stays open (AG-UI
+            # messages may interleave): closing it would split its text in two.
             return [
-                *self.close_message(),
                 {"type": "TEXT_MESSAGE_START", "messageId": mid, "role": "user"},
                 *(
                     [{"type": "TEXT_MESSAGE_CONTENT", "messageId": mid, "delta": text}]
