@@ -150,3 +150,34 @@ def test_what_agui_has_no_event_for_is_custom() -> None:
         "sagents.message_queued",
         "sagents.approval_decided",
     ]
+
+
+def test_a_persons_message_interleaves_and_is_sent_once() -> None:
+    t = translator()
+    t.known_messages.add("mine")
+    row = {"message_type": "user", "content_type": "text"}
+    events = feed(
+        t,
+        ("llm_deltas", {"deltas": [{"content": "Half"}]}),
+        (
+            "display_message_saved",
+            {"display_message": {**row, "id": "7", "content": {"text": "Hello"}}},
+        ),
+        (
+            "display_message_saved",
+            {
+                "display_message": {
+                    **row,
+                    "id": "8",
+                    "content": {"text": "Mine"},
+                    "metadata": {"agui_message_id": "mine"},
+                }
+            },
+        ),
+        ("llm_deltas", {"deltas": [{"content": " a reply"}]}),
+    )
+    view = View()
+    for event in events:
+        view.apply(event)
+    assert view.texts() == ["Half a reply"]  # not split by the person's message
+    assert view.texts("user") == ["Hello"]  # "mine" the client already has
