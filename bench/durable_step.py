@@ -142,6 +142,12 @@ def main() -> None:
         help="what --profile counts: each thread's CPU time (default) or wall time",
     )
     parser.add_argument(
+        "--budgets",
+        action="store_true",
+        help="turn spend budgets on (a user and a site limit): each model call is "
+        "reserved before it and settled in its reply's transaction",
+    )
+    parser.add_argument(
         "--deepagents-child", action="store_true", help=argparse.SUPPRESS
     )
     args = parser.parse_args()
@@ -158,7 +164,7 @@ def main() -> None:
         None if a.strip() == "None" else float(a) for a in args.conn_max_age.split(",")
     ]
 
-    setup_django()
+    setup_django(budgets=args.budgets)
     from django.test.utils import setup_databases, teardown_databases
 
     old = setup_databases(verbosity=0, interactive=False)
@@ -210,7 +216,18 @@ def pg_version() -> str:
 
 
 # Django ------------------------------------------------------------------------------
-def setup_django() -> None:
+BUDGETS = {
+    "DEFAULTS": [
+        {"scope": "site", "period": "month", "limit": "100000"},
+        {"scope": "user", "period": "day", "limit": "1000"},
+    ],
+    # The scripted model has no price in litellm's map: a site rate prices it.
+    "UNPRICED": {"input": "0.15", "output": "0.6"},
+}
+"""``--budgets``: two limits on every call."""
+
+
+def setup_django(*, budgets: bool = False) -> None:
     sys.path.insert(0, str(REPO))
     os.environ["DJANGO_SETTINGS_MODULE"] = "project.settings"
     os.environ["DATABASE_URL"] = POSTGRES_URL
@@ -227,6 +244,7 @@ def setup_django() -> None:
         **settings.SAGENTS,
         "FACTORY": f"{__name__}.build_agent",
         "EXECUTOR": "inline",
+        "BUDGETS": BUDGETS if budgets else None,
     }
     django.setup()
     SQL.install()

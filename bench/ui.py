@@ -5,8 +5,10 @@ per streamed reply.
    reply with a code block, a tool call and its result, in turn) is rendered by the
    real view through Django's test client: the page as served (the latest
    ``PAGE_SIZE`` rows; older ones load on scroll), and the whole transcript at once
-   (the chat box with all 500 rows through the same templates). Median, p90 and max
-   of ``--runs`` renders, after one warm-up (template and markdown parser caches).
+   (the chat box with all 500 rows through the same templates); and the page of a
+   conversation whose shown branch has 500 rows, with 3 branches made by the real
+   verbs (issue 19: at most 60 ms median). Median, p90 and max of ``--runs``
+   renders, after one warm-up (template and markdown parser caches).
 2. **Socket.** A 100-token reply (100 deltas of ~4 characters) is published by the
    runtime's ``Publisher`` (batching over ``SAGENTS["DELTA_WINDOW_MS"]``) through the
    in-memory channel layer to the chat page's consumer (``ws/sagents/html/<id>/``),
@@ -95,6 +97,84 @@ def setup() -> tuple[Any, Any]:
     return user, conversation
 
 
+def turn_rows(n: int, question: str | None = None) -> list[dict[str, Any]]:
+    """The four rows of turn ``n`` (the question left out when it is given:
+    a branch verb wrote it)."""
+    call = f"call-{n}"
+    rows = [
+        {"message_type": "assistant", "content_type": "text",
+         "content": {"text": REPLY}},
+        {"message_type": "assistant", "content_type": "tool_call",
+         "content": {"call_id": call, "name": "write_file",
+                     "arguments": {"file_path": f"/n/{n}.md", "content": REPLY}},
+         "status": "completed"},
+        {"message_type": "tool", "content_type": "tool_result",
+         "content": {"tool_call_id": call, "name": "write_file",
+                     "content": f"Wrote /n/{n}.md"}},
+    ]  # fmt: skip
+    if question is None:
+        text = {"text": f"Question {n}: what next?"}
+        rows.insert(
+            0, {"message_type": "user", "content_type": "text", "content": text}
+        )
+    return rows
+
+
+def branched(user: Any) -> Any:
+    """A conversation whose shown branch has 500 rows, with 3 branches made by
+    the real verbs (edit, regenerate, edit) at turns 60, 110 and 120 of 125; the
+    runs they start are ended here (no model runs in the bench)."""
+    from sagents_django import services
+    from sagents_django.core import Message, State
+    from sagents_django.core.serialization import serialize_server_state
+    from sagents_django.models import AgentRun
+    from sagents_django.runtime import admission, agent_server
+    from sagents_django.scope import Scope
+
+    class NoExecutor:
+        def submit(self, run_id: str) -> None:
+            pass
+
+    admission.get_executor = NoExecutor  # type: ignore[assignment]
+    scope = Scope.for_user(user)
+    conversation = services.create_conversation(scope, title="Branched")
+    pk = conversation.pk
+
+    def add(turns: range, *, answered: str | None = None) -> None:
+        AgentRun.objects.filter(conversation_id=pk).update(status="completed")
+        data = services.load_agent_state(scope, pk)
+        state = State.from_serialized(None, data) if data else State()
+        rows: list[dict[str, Any]] = []
+        for n in turns:
+            question = answered if n == turns.start else None
+            rows += turn_rows(n, question)
+            if question != "regenerated":
+                state = state.add_message(Message.user(question or f"Question {n}"))
+            state = state.add_message(Message.assistant(REPLY))
+        services.append_display_messages(scope, pk, rows)
+        services.save_agent_state(scope, pk, serialize_server_state(state))
+
+    def question_of(n: int) -> int:
+        rows = services.load_display_messages(scope, pk)
+        return next(
+            r.pk for r in rows if r.content.get("text") == f"Question {n}: what next?"
+        )
+
+    add(range(125))
+    agent_server.edit_and_resend(scope, pk, question_of(60), "Edited 60")
+    add(range(60, 125), answered="Edited 60")
+    reply = [r.pk for r in services.load_display_messages(scope, pk)][-4 * 15 + 1]
+    agent_server.regenerate(scope, pk, reply)
+    add(range(110, 125), answered="regenerated")
+    agent_server.edit_and_resend(scope, pk, question_of(120), "Edited 120")
+    add(range(120, 125), answered="Edited 120")
+    AgentRun.objects.filter(conversation_id=pk).update(status="completed")
+    shown = len(services.load_display_messages(scope, pk))
+    every = len(services.load_display_messages(scope, pk, all_branches=True))
+    print(f"\nBranched conversation: {shown} rows shown, {every} in all branches")
+    return conversation
+
+
 def timed(call: Any, runs: int) -> list[float]:
     call()  # warm-up: template loading, markdown parser, Pygments lexers
     out = []
@@ -105,7 +185,7 @@ def timed(call: Any, runs: int) -> list[float]:
     return out
 
 
-def page_figures(user: Any, conversation: Any, runs: int) -> None:
+def page_figures(user: Any, conversation: Any, runs: int, branched: Any = None) -> None:
     from django.template.loader import render_to_string
     from django.test import Client, RequestFactory
 
@@ -132,16 +212,38 @@ def page_figures(user: Any, conversation: Any, runs: int) -> None:
     print(f"\nPage render, 500 rows in the conversation ({runs} runs, ms)")
     print("| what | median | p90 | max |")
     print("| --- | ---: | ---: | ---: |")
-    for name, call in [
+    calls = [
         (f"the page as served (latest {PAGE_SIZE} rows)", page),
         ("all 500 rows at once (chat box)", whole),
-    ]:
+    ]
+    if branched is not None:
+        branched_url = f"/c/{branched.pk}/"
+
+        def branched_page() -> None:
+            response = client.get(branched_url)
+            assert response.status_code == 200, response.status_code
+            assert b"sg-branch-count" in response.content
+
+        calls.append(
+            (
+                f"the page of a 500-row branch, 3 branches (latest {PAGE_SIZE})",
+                branched_page,
+            )
+        )
+    medians = []
+    for name, call in calls:
         values = sorted(timed(call, runs))
         p90 = values[int(len(values) * 0.9) - 1]
-        print(
-            f"| {name} | {statistics.median(values):.1f} | {p90:.1f} "
-            f"| {values[-1]:.1f} |"
-        )
+        medians.append(statistics.median(values))
+        print(f"| {name} | {medians[-1]:.1f} | {p90:.1f} | {values[-1]:.1f} |")
+    if branched is not None:
+        # Taken in turns, so a busy machine slows both alike.
+        plain, with_branches = [], []
+        for _ in range(runs):
+            plain += timed(page, 1)
+            with_branches += timed(branched_page, 1)
+        ratio = statistics.median(with_branches) / statistics.median(plain)
+        print(f"\nThe branched page / the page as served, taken in turns: {ratio:.2f}")
 
 
 async def stream_figures(user: Any, conversation: Any, rates: list[float]) -> None:
@@ -198,7 +300,7 @@ def main() -> None:
     args = parser.parse_args()
     runs = 5 if args.quick else args.runs
     user, conversation = setup()
-    page_figures(user, conversation, runs)
+    page_figures(user, conversation, runs, branched(user))
     rates = [100.0] if args.quick else [50.0, 100.0, 200.0, 1000.0]
     asyncio.run(stream_figures(user, conversation, rates))
 

@@ -22,6 +22,8 @@ class SagentsDjangoConfig(AppConfig):
             check_sagents_settings,
             check_scope_resolves_owner,
         )
+        from sagents_django.signals import conversation_changed
+        from sagents_django.ui import live_lists
 
         checks.register(check_sagents_settings)
         checks.register(check_channel_layer)
@@ -30,6 +32,9 @@ class SagentsDjangoConfig(AppConfig):
         setting_changed.connect(conf.reset_on_setting_changed)
         user_logged_out.connect(
             sign_out.close_sockets, dispatch_uid="sagents_close_sockets"
+        )
+        conversation_changed.connect(
+            live_lists.publish_change, dispatch_uid="sagents_live_lists"
         )
         # The site's triggers (a ``triggers`` module in any installed app, as the
         # admin finds ``admin`` modules), and the sweepers starting what waits.
@@ -41,3 +46,8 @@ class SagentsDjangoConfig(AppConfig):
         autodiscover_modules("triggers")
         if triggers.drain not in sweeper.chores:
             sweeper.chores.append(triggers.drain)
+        # Budget reservations a crashed worker never settled are given back.
+        from sagents_django.budgets.store import expire_reservations
+
+        if expire_reservations not in sweeper.chores:
+            sweeper.chores.append(expire_reservations)

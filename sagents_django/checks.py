@@ -27,6 +27,9 @@ fails ``manage.py check`` instead of every turn:
 - E050 RETENTION_DAYS, E051 RETENTION_FOR, E052 RETENTION_DELETES, E053
   LIFECYCLE_BATCH, E054 EXPORT_INLINE_MAX_ROWS, E055 EXPORT_STORAGE: a value of
   the wrong type or outside its closed set
+- E060 SHARE_WITH is not a dotted path to a function
+- E065 BUDGETS: not None or a dict of the shape ``budgets.config`` documents (a
+  negative or absurd limit, an unknown scope or period, a bad UNPRICED rate...)
 - E015 FACTORY cannot be imported or is not callable
 - E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
   them cannot be imported or is not a class
@@ -81,6 +84,8 @@ IDS = {
     "LIFECYCLE_BATCH": "sagents_django.E053",
     "EXPORT_INLINE_MAX_ROWS": "sagents_django.E054",
     "EXPORT_STORAGE": "sagents_django.E055",
+    "SHARE_WITH": "sagents_django.E060",
+    "BUDGETS": "sagents_django.E065",
 }
 """The check id of each key's type check."""
 
@@ -135,6 +140,10 @@ HINTS = {
     "LIFECYCLE_BATCH": "Give a number of conversations, e.g. 100.",
     "EXPORT_INLINE_MAX_ROWS": "Give a number of display rows, e.g. 5000.",
     "EXPORT_STORAGE": 'Name a STORAGES alias, e.g. "default".',
+    "SHARE_WITH": "Name a function (scope, conversation, target) -> bool, e.g. "
+    '"myapp.tenants.share_with", or leave it unset.',
+    "BUDGETS": 'Leave it None (off), or e.g. {"DEFAULTS": [{"scope": "user", '
+    '"period": "month", "limit": "20"}]}; docs/budgets.md lists every key.',
 }
 
 

@@ -20,6 +20,10 @@ from typing import Any, Final, Literal, cast
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from sagents_django.budgets.config import BudgetSettings
+from sagents_django.budgets.config import parse as parse_budgets
+from sagents_django.budgets.config import problem as budgets_problem
+
 Executor = Literal["inline", "celery"]
 EXECUTORS: Final[tuple[Executor, ...]] = ("inline", "celery")
 
@@ -115,6 +119,13 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         "EXPORT_INLINE_MAX_ROWS": 5000,
         # The STORAGES alias export archives are kept in until downloaded.
         "EXPORT_STORAGE": "default",
+        # Who a conversation may be shared with: a function (scope, conversation,
+        # target) -> bool, target a user or a Group (a site with tenants refuses
+        # another tenant's); None: sharing.policy.same_tenant.
+        "SHARE_WITH": None,
+        # Spend budgets checked before every model call (sagents_django.budgets
+        # .config says the shape); None: off (the usage ledger is still written).
+        "BUDGETS": None,
     }
 )
 
@@ -303,6 +314,9 @@ def _storage_alias(value: Any) -> str | None:
 _retention_for = _function_path(
     "a function (owner_pk, *, default) -> days or None", "myapp.plans.retention_for"
 )
+_share_with = _function_path(
+    "a function (scope, conversation, target) -> bool", "myapp.tenants.share_with"
+)
 
 VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
     {
@@ -334,10 +348,12 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "MCP_SECRETS": _mcp_secrets,
         "RETENTION_DAYS": _positive_int("days", allow_none=True),
         "RETENTION_FOR": _retention_for,
+        "SHARE_WITH": _share_with,
         "RETENTION_DELETES": _retention_deletes,
         "LIFECYCLE_BATCH": _positive_int("conversations"),
         "EXPORT_INLINE_MAX_ROWS": _positive_int("display rows"),
         "EXPORT_STORAGE": _storage_alias,
+        "BUDGETS": budgets_problem,
     }
 )
 """Every key's type check; whether SCOPE imports is checked by ``checks.py``."""
@@ -503,6 +519,10 @@ class SagentsSettings:
         return cast("str | None", valid("RETENTION_FOR"))
 
     @property
+    def SHARE_WITH(self) -> str | None:
+        return cast("str | None", valid("SHARE_WITH"))
+
+    @property
     def RETENTION_DELETES(self) -> str:
         return cast(str, valid("RETENTION_DELETES"))
 
@@ -517,6 +537,10 @@ class SagentsSettings:
     @property
     def EXPORT_STORAGE(self) -> str:
         return cast(str, valid("EXPORT_STORAGE"))
+
+    @property
+    def BUDGETS(self) -> BudgetSettings | None:
+        return parse_budgets(valid("BUDGETS"))
 
 
 sagents_settings = SagentsSettings()

@@ -122,13 +122,15 @@ class AgentSocketConsumer(AgentConsumerBase):
         cid = protocol.conversation_of(frame)
         if cid not in self.conversations:
             self._room_for(self.conversations)
-            await agent_server.asubscribe(self.the_scope(), cid, self.channel_name)
+            await agent_server.asubscribe(
+                await self.scope_of(cid), cid, self.channel_name
+            )
             self.start_viewing(cid)
             self._keep_ticking()
         # In the group first, then the buffer, then the database: every event is in
         # one of them or arrives after this frame (inflight's docstring).
         snapshot = await inflight.read(cid)
-        status = await agent_server.aget_status(self.the_scope(), cid)
+        status = await agent_server.aget_status(await self.scope_of(cid), cid)
         todos = snapshot.todos if snapshot.todos is not None else await _todos(cid)
         data = {**snapshot.to_dict(), "todos": todos}
         self.then.append(protocol.in_flight_frame(cid, snapshot.seq, data))
@@ -142,7 +144,9 @@ class AgentSocketConsumer(AgentConsumerBase):
 
     async def unsubscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
-        await agent_server.aunsubscribe(self.the_scope(), cid, self.channel_name)
+        await agent_server.aunsubscribe(
+            await self.scope_of(cid), cid, self.channel_name
+        )
         self.viewed.discard(cid)
         self.sequencers.pop(cid, None)
         return {"conversation": cid}
@@ -150,7 +154,10 @@ class AgentSocketConsumer(AgentConsumerBase):
     async def send_message(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
         submission = await agent_server.aadd_message(
-            self.the_scope(), cid, frame.get("text"), metadata=frame.get("metadata")
+            await self.scope_of(cid, "write"),
+            cid,
+            frame.get("text"),
+            metadata=frame.get("metadata"),
         )
         return {
             "conversation": cid,
@@ -162,20 +169,51 @@ class AgentSocketConsumer(AgentConsumerBase):
 
     async def cancel(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
-        cancelled = await agent_server.acancel(self.the_scope(), cid)
+        cancelled = await agent_server.acancel(await self.scope_of(cid, "write"), cid)
         return {"conversation": cid, "cancelled": cancelled}
 
     async def resume(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
         if "decisions" not in frame:
             raise FrameError("invalid_input", "decisions is required (a list)")
-        run_id = await agent_server.aresume(self.the_scope(), cid, frame["decisions"])
+        run_id = await agent_server.aresume(
+            await self.scope_of(cid, "write"), cid, frame["decisions"]
+        )
         return {"conversation": cid, "run_id": run_id}
 
     async def dismiss(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
-        run_id = await agent_server.adismiss(self.the_scope(), cid)
+        run_id = await agent_server.adismiss(await self.scope_of(cid, "write"), cid)
         return {"conversation": cid, "run_id": run_id}
+
+    async def regenerate(self, frame: dict[str, Any]) -> dict[str, Any]:
+        cid = protocol.conversation_of(frame)
+        submission = await agent_server.aregenerate(
+            self.the_scope(), cid, frame.get("message_id")
+        )
+        return {"conversation": cid, "run_id": submission.run_id}
+
+    async def edit(self, frame: dict[str, Any]) -> dict[str, Any]:
+        cid = protocol.conversation_of(frame)
+        submission = await agent_server.aedit_and_resend(
+            self.the_scope(),
+            cid,
+            frame.get("message_id"),
+            frame.get("text"),
+            metadata=frame.get("metadata"),
+        )
+        return {
+            "conversation": cid,
+            "run_id": submission.run_id,
+            "message_ids": submission.message_ids,
+        }
+
+    async def switch_branch(self, frame: dict[str, Any]) -> dict[str, Any]:
+        cid = protocol.conversation_of(frame)
+        branch = await agent_server.aswitch_branch(
+            self.the_scope(), cid, frame.get("message_id"), frame.get("index")
+        )
+        return {"conversation": cid, "branch": branch}
 
     async def history(self, frame: dict[str, Any]) -> dict[str, Any]:
         cid = protocol.conversation_of(frame)
@@ -184,7 +222,7 @@ class AgentSocketConsumer(AgentConsumerBase):
         if after is not None and before is not None:
             raise FrameError("invalid_input", "Pass either after or before, not both")
         rows = await database_sync_to_async(_history)(
-            self.the_scope(), cid, limit, after=after, before=before
+            await self.scope_of(cid), cid, limit, after=after, before=before
         )
         return {"conversation": cid, "messages": rows}
 
@@ -293,6 +331,9 @@ HANDLERS: dict[str, Handler] = {
     "cancel": AgentSocketConsumer.cancel,
     "resume": AgentSocketConsumer.resume,
     "dismiss": AgentSocketConsumer.dismiss,
+    "regenerate": AgentSocketConsumer.regenerate,
+    "edit": AgentSocketConsumer.edit,
+    "switch_branch": AgentSocketConsumer.switch_branch,
     "history": AgentSocketConsumer.history,
     "create_conversation": AgentSocketConsumer.create_conversation,
     "list_conversations": AgentSocketConsumer.list_conversations,

@@ -34,12 +34,21 @@ runtime refuses any other, and system check E008 says so)::
                                              the scope of a queued run
 
 A scope is runtime data of the current caller: never store it in agent state.
+
+A conversation shared with a user (``sagents_django.sharing``) is used through the
+scope its share *lends* (``sharing.scope_for``): the conversation owner's scope,
+narrowed to that one conversation, with the acting user kept as ``user`` and the
+share's access in ``lent``. Every service reads through ``filter_conversations``, so
+a lent scope sees that conversation and nothing else of the owner's; a "read" one
+changes nothing there (the services answer ``NotFound``), and no lent scope manages
+the conversation (rename, delete, shares: the owner's own scope only).
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from typing import Any, Self, cast
+from typing import Any, Literal, Self, cast
 
 import swapper
 from django.contrib.auth import get_user_model
@@ -88,6 +97,25 @@ def conversation_model() -> type[models.Model]:
     return swapper.load_model("sagents_django", "Conversation")
 
 
+Access = Literal["read", "write"]
+"""What a share lends: "read" (the transcript and files) or "write" (also send,
+approve, cancel)."""
+ACCESS: tuple[Access, ...] = ("read", "write")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Lending:
+    """The share a lent scope acts through."""
+
+    conversation_id: uuid.UUID
+    """The one conversation the scope may use."""
+    access: Access
+    """What the share allows there."""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"conversation_id": str(self.conversation_id), "access": self.access}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Scope:
     """The acting user and the owner whose conversations they may use."""
@@ -96,6 +124,10 @@ class Scope:
     """The acting user (a user instance, ``AnonymousUser`` or None)."""
     owner: Any = None
     """What conversations belong to (an instance or its primary key); None: nothing."""
+    lent: Lending | None = None
+    """Set on a scope a share lends (``sharing.scope_for``): ``owner`` is then the
+    conversation's owner, ``user`` the person acting, and the scope sees only
+    ``lent.conversation_id``. None: the user's own scope."""
 
     @classmethod
     def resolve_owner(cls, user: Any) -> Any:
@@ -130,6 +162,11 @@ class Scope:
     def is_authenticated(self) -> bool:
         return _authenticated(self.user)
 
+    @property
+    def read_only(self) -> bool:
+        """Lent by a read share: the services change nothing through it."""
+        return self.lent is not None and self.lent.access != "write"
+
     def owner_pk(self, model: type[models.Model] | None = None) -> Any:
         """The owner's primary key, or None when the scope owns nothing.
 
@@ -146,10 +183,13 @@ class Scope:
         return owner
 
     def filter_conversations(self, queryset: models.QuerySet) -> models.QuerySet:
-        """Narrow ``queryset`` (of the conversation model) to what this scope owns."""
+        """Narrow ``queryset`` (of the conversation model) to what this scope owns
+        (lent: to the one conversation its share lends)."""
         pk = self.owner_pk(queryset.model)
         if pk is None:
             return queryset.none()
+        if self.lent is not None:
+            queryset = queryset.filter(pk=self.lent.conversation_id)
         field = owner_field(queryset.model)
         if field is None:
             # Ownerless conversations are shared by everyone the site lets in.
@@ -175,10 +215,16 @@ class Scope:
         return {_concrete(model, field).attname: pk}
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form: only the acting user's id; the owner is derived again on load."""
+        """JSON form: only the acting user's id (and, lent, the share's
+        conversation and access); the owner is derived again on load."""
         user = self.user
         pk = user.pk if _authenticated(user) else None
-        return {"user_id": pk if pk is None or isinstance(pk, int) else str(pk)}
+        data: dict[str, Any] = {
+            "user_id": pk if pk is None or isinstance(pk, int) else str(pk)
+        }
+        if self.lent is not None:
+            data["lent"] = self.lent.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:
@@ -187,18 +233,47 @@ class Scope:
 
         ``data`` must be what ``to_dict`` writes: ``{"user_id": None}`` or the id in
         the type the user model's primary key takes (an int for integer keys, text
-        otherwise); anything else is InvalidInput, never a guess.
+        otherwise), with ``"lent"`` for a scope a share lent (the share is asked
+        again: ``sharing.access.lend_again``); anything else is InvalidInput, never
+        a guess.
         """
         if not isinstance(data, dict) or "user_id" not in data:
             raise InvalidInput(
                 f"A scope's JSON form is {{'user_id': ...}}; got {_short(data)}"
             )
         user_id = data["user_id"]
+        lent = _lending(data.get("lent"))
         if user_id is None:
             return cls.for_user(None)
         model = get_user_model()
         user_id = _user_pk(model, user_id)
-        return cls.for_user(model._default_manager.filter(pk=user_id).first())
+        scope = cls.for_user(model._default_manager.filter(pk=user_id).first())
+        if lent is None:
+            return scope
+        # The share is asked again: revoked (or narrowed) since, the scope gets
+        # what is left, which may be nothing.
+        from sagents_django.sharing.access import lend_again
+
+        return cast(Self, lend_again(scope, lent))
+
+
+def _lending(value: Any) -> Lending | None:
+    """The ``lent`` part of a scope's JSON form (absent: None), or InvalidInput."""
+    if value is None:
+        return None
+    bad = InvalidInput(
+        "lent must be {'conversation_id': <uuid>, 'access': 'read' or 'write'}; "
+        f"got {_short(value)}"
+    )
+    if not isinstance(value, dict) or set(value) != {"conversation_id", "access"}:
+        raise bad
+    access, cid = value["access"], value["conversation_id"]
+    if access not in ACCESS or not isinstance(cid, str) or len(cid) > 64:
+        raise bad
+    try:
+        return Lending(conversation_id=uuid.UUID(cid), access=access)
+    except ValueError:
+        raise bad from None
 
 
 def _user_pk(model: type[models.Model], value: Any) -> Any:

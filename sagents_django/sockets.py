@@ -6,6 +6,9 @@ The JSON protocol's socket (``consumers.AgentSocketConsumer``) and the chat page
 signed them in signs out (4401, ``sign_out.close_sockets``), stay viewers
 of what they follow while open (viewer entries expire unless renewed), and put each
 conversation's frames back in ``seq`` order (``sequencing``) before they show them.
+A conversation shared with the user is used through the scope its share lends
+(``scope_of``); when its shares change (``share.changed``, ``sharing.notify``) the
+socket asks again, and closes (4404) when the share is gone.
 """
 
 from __future__ import annotations
@@ -52,11 +55,14 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
     timers: dict[str, asyncio.Task[None]]
     refresher: asyncio.Task[None] | None = None
     session_group: str | None = None
+    lent: dict[str, Scope]
+    """The scopes shares lend this socket, by conversation (``scope_of``)."""
 
     def setup(self) -> None:
         self.viewed = set()
         self.sequencers = {}
         self.timers = {}
+        self.lent = {}
 
     async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
         self.accepted = True
@@ -190,6 +196,37 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
     ) -> None:
         raise NotImplementedError
 
-    def the_scope(self) -> Scope:
+    def the_scope(self, cid: Any = None) -> Scope:
+        """The user's scope, or, for conversation ``cid`` shared with them, the
+        scope its share lent (``scope_of``)."""
         assert self.agent_scope is not None  # set in sign_in for a signed-in user
+        if cid is not None:
+            return self.lent.get(str(cid), self.agent_scope)
         return self.agent_scope
+
+    async def scope_of(self, cid: Any, access: str = "read") -> Scope:
+        """The scope to use on conversation ``cid`` (the user's own, or the one
+        a share lends, kept for ``share.changed``); NotFound otherwise."""
+        from sagents_django.sharing.access import scope_for
+
+        scope = await database_sync_to_async(scope_for)(
+            self.the_scope(), cid, access=access
+        )
+        if scope.lent is not None:
+            self.lent[str(scope.lent.conversation_id)] = scope
+        return scope
+
+    async def share_changed(self, message: dict[str, Any]) -> None:
+        """The shares of a conversation changed: a socket following it through a
+        share asks again, and closes when nothing is left."""
+        cid = str(message.get("conversation"))
+        if self.closed or cid not in self.lent:
+            return
+        from sagents_django.exceptions import NotFound
+
+        del self.lent[cid]
+        try:
+            await self.scope_of(cid)
+        except NotFound:
+            if cid in self.viewed:  # still followed: nothing more of it may come
+                await self.close_with(protocol.CLOSE_NOT_FOUND)

@@ -54,9 +54,11 @@ def run_agent_turn(run_id: str) -> str | None:
 
 @worker_ready.connect  # type: ignore[untyped-decorator]
 def start_sweeper(**_kwargs: Any) -> None:
+    from sagents_django.core.transports import warm_litellm
     from sagents_django.runtime import sweeper
 
     sweeper.ensure_running()
+    warm_litellm()  # the first turn does not wait for the import
 
 
 @worker_shutting_down.connect  # type: ignore[untyped-decorator]

@@ -3,9 +3,11 @@ from __future__ import annotations
 from django.urls import path
 
 from sagents_django.agui.urls import urlpatterns as agui_urlpatterns
+from sagents_django.sharing import urls as sharing_urls
 from sagents_django.views import (
     actions,
     approvals,
+    branches,
     chat,
     conversations,
     exports,
@@ -36,6 +38,21 @@ urlpatterns = [
         actions.rate,
         name="rate",
     ),
+    path(
+        "c/<uuid:conversation_id>/m/<int:message_id>/regenerate/",
+        branches.regenerate,
+        name="regenerate",
+    ),
+    path(
+        "c/<uuid:conversation_id>/m/<int:message_id>/edit/",
+        branches.edit,
+        name="edit",
+    ),
+    path(
+        "c/<uuid:conversation_id>/m/<int:message_id>/switch/",
+        branches.switch,
+        name="switch_branch",
+    ),
     path("c/<uuid:conversation_id>/fork/", actions.fork, name="fork"),
     path("c/<uuid:conversation_id>/decide/", approvals.decide, name="decide"),
     path("c/<uuid:conversation_id>/rename/", conversations.rename, name="rename"),
@@ -49,4 +66,5 @@ urlpatterns = [
     path("ready/", health.ready, name="ready"),
     path("live/", health.live, name="live"),
     *agui_urlpatterns,
+    *sharing_urls.urlpatterns,
 ]

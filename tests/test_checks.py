@@ -90,6 +90,37 @@ BAD_VALUES = [
     ("LIFECYCLE_BATCH", 1.5, "sagents_django.E053"),
     ("EXPORT_INLINE_MAX_ROWS", None, "sagents_django.E054"),
     ("EXPORT_STORAGE", "", "sagents_django.E055"),
+    ("SHARE_WITH", "share_with", "sagents_django.E060"),
+    ("SHARE_WITH", 3, "sagents_django.E060"),
+    ("BUDGETS", [], "sagents_django.E065"),
+    ("BUDGETS", {"LIMITS": []}, "sagents_django.E065"),
+    (
+        "BUDGETS",
+        {"DEFAULTS": [{"scope": "user", "limit": "-1"}]},
+        "sagents_django.E065",
+    ),
+    (
+        "BUDGETS",
+        {"DEFAULTS": [{"scope": "user", "limit": "1e9"}]},
+        "sagents_django.E065",
+    ),
+    (
+        "BUDGETS",
+        {"DEFAULTS": [{"scope": "user", "limit": "NaN"}]},
+        "sagents_django.E065",
+    ),
+    ("BUDGETS", {"DEFAULTS": [{"scope": "team", "limit": "1"}]}, "sagents_django.E065"),
+    (
+        "BUDGETS",
+        {"DEFAULTS": [{"scope": "user", "period": "week", "limit": "1"}]},
+        "sagents_django.E065",
+    ),
+    ("BUDGETS", {"DEFAULTS": [{"scope": "user", "limit": 1.5}]}, "sagents_django.E065"),
+    ("BUDGETS", {"SOFT_ACTION": "email"}, "sagents_django.E065"),
+    ("BUDGETS", {"UNPRICED": "free"}, "sagents_django.E065"),
+    ("BUDGETS", {"UNPRICED": {"input": "-1", "output": "1"}}, "sagents_django.E065"),
+    ("BUDGETS", {"MAX_OUTPUT_TOKENS": 0}, "sagents_django.E065"),
+    ("BUDGETS", {"BUDGET_FOR": "nodots"}, "sagents_django.E065"),
 ]
 
 
@@ -187,6 +218,14 @@ GOOD = {
     "LIFECYCLE_BATCH": 10,
     "EXPORT_INLINE_MAX_ROWS": 100,
     "EXPORT_STORAGE": "default",
+    "SHARE_WITH": "tests.sharing.tenants.share_with",
+    "BUDGETS": {
+        "DEFAULTS": [{"scope": "user", "period": "day", "limit": "5"}],
+        "SOFT_ACTION": "approve",
+        "UNPRICED": {"input": "5", "output": "15"},
+        "MAX_OUTPUT_TOKENS": 2048,
+        "RESERVATION_SECONDS": 60,
+    },
 }
 
 

@@ -18,6 +18,7 @@ import swapper
 from django.contrib import admin
 from django.contrib.admin import AdminSite
 
+from sagents_django.admin.budgets import BudgetAdmin, UsageEntryAdmin
 from sagents_django.admin.conversations import AgentRunInline, ConversationAdmin
 from sagents_django.admin.feedback import ReplyFeedbackAdmin
 from sagents_django.admin.lifecycle import DataExportAdmin
@@ -34,6 +35,7 @@ from sagents_django.admin.triggers import TriggerEventAdmin
 from sagents_django.models import (
     AgentRun,
     AgentState,
+    Budget,
     DataExport,
     DisplayMessage,
     PersistenceFailure,
@@ -41,12 +43,14 @@ from sagents_django.models import (
     StoredFile,
     StoredMcpServer,
     TriggerEvent,
+    UsageEntry,
 )
 
 __all__ = [
     "AgentRunAdmin",
     "AgentRunInline",
     "AgentStateAdmin",
+    "BudgetAdmin",
     "ConversationAdmin",
     "DataExportAdmin",
     "DisplayMessageAdmin",
@@ -56,6 +60,7 @@ __all__ = [
     "StoredFileAdmin",
     "StoredMcpServerAdmin",
     "TriggerEventAdmin",
+    "UsageEntryAdmin",
     "register",
 ]
 
@@ -75,6 +80,8 @@ def register(site: AdminSite) -> None:
     site.register(TriggerEvent, TriggerEventAdmin)
     site.register(ReplyFeedback, ReplyFeedbackAdmin)
     site.register(DataExport, DataExportAdmin)
+    site.register(Budget, BudgetAdmin)
+    site.register(UsageEntry, UsageEntryAdmin)
 
 
 register(admin.site)

@@ -45,6 +45,7 @@ from sagents_django.admin.runs import (
     format_tokens,
     with_failure_counts,
 )
+from sagents_django.admin.sharing import ConversationShareInline, ShareLinkInline
 from sagents_django.models import (
     RUN_STATUSES,
     AbstractConversation,
@@ -185,7 +186,7 @@ class ConversationAdmin(admin.ModelAdmin):
     change_form_template = "admin/sagents_django/conversation/change_form.html"
     search_fields = ("title", "display_messages__content__text")
     search_help_text = "Search titles and message text."
-    inlines = (AgentRunInline,)
+    inlines = (AgentRunInline, ConversationShareInline, ShareLinkInline)
     actions = (export_state, reset_conversations)
     list_per_page = 50
 

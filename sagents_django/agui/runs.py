@@ -7,6 +7,7 @@ from sagents_django import services
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.runtime import agent_server
 from sagents_django.scope import Scope
+from sagents_django.sharing.access import scope_for
 
 from . import interrupts, snapshot
 from .inputs import RunInput
@@ -16,6 +17,8 @@ from .translate import Translator
 
 def start(scope: Scope, run_input: RunInput) -> Join:
     """Take what the input asks (a message, or decisions); the stream to follow."""
+    # A share lends its holder a scope (sharing.access): a run needs write access.
+    scope = scope_for(scope, run_input.thread_id, access="write")
     conversation = services.get_conversation(scope, run_input.thread_id)
     if conversation is None:
         raise NotFound("thread")

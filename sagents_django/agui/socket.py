@@ -27,6 +27,7 @@ from sagents_django.core.exceptions import SagentsError
 from sagents_django.exceptions import Conflict, NotFound
 from sagents_django.protocol import FrameError
 from sagents_django.runtime.database import db
+from sagents_django.sharing.access import scope_for
 from sagents_django.sockets import AgentConsumerBase
 
 from . import inputs, runs
@@ -106,12 +107,13 @@ class AgUiSocketConsumer(AgentConsumerBase):
                 raise FrameError("invalid_input", "lastEventId must be an integer")
             if not isinstance(run_id, str) or len(run_id) > inputs.MAX_ID_CHARS:
                 raise FrameError("invalid_input", "runId must be a short string")
-            conversation = await db(services.get_conversation)(self.the_scope(), thread)
+            scope = await db(scope_for)(self.the_scope(), thread, access="read")
+            conversation = await db(services.get_conversation)(scope, thread)
             if conversation is None:
                 raise NotFound("thread")
             translator = Translator(thread_id=thread, run_id=run_id or f"{thread}.join")
             return thread, Join(
-                scope=self.the_scope(),
+                scope=scope,
                 conversation=conversation,
                 translator=translator,
                 last_event_id=last,

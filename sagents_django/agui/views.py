@@ -24,6 +24,7 @@ from sagents_django.exceptions import Conflict, InvalidInput, NotFound
 from sagents_django.runtime import layer
 from sagents_django.runtime.database import db
 from sagents_django.scope import Scope, scope_class
+from sagents_django.sharing.access import scope_for
 
 from . import capabilities, inputs, runs, sse, tokens
 from .stream import Join, stream
@@ -73,6 +74,7 @@ async def connect(request: HttpRequest, thread_id: Any) -> HttpResponseBase:
     try:
         scope = await _scope(request, post=False)
         last_seq = _seq(last)
+        scope = await db(scope_for)(scope, thread_id, access="read")
         conversation = await db(services.get_conversation)(scope, thread_id)
         if conversation is None:
             raise NotFound("thread")

@@ -34,6 +34,7 @@ from .exceptions import (
     SerializationError,
     StateVersionError,
     StreamError,
+    TurnStopped,
 )
 from .filesystem import (
     DiskPersistence,
@@ -56,11 +57,17 @@ from .messages import (
     ToolCallDelta,
     ToolResult,
 )
-from .middleware.base import Interrupt, Middleware, MiddlewareEntry, Resume
+from .middleware.base import Interrupt, Middleware, MiddlewareEntry, Resume, Stop
 from .middleware.conversation_title import ConversationTitle
 from .middleware.filesystem import FileSystem
 from .middleware.human_in_the_loop import HumanInTheLoop
 from .middleware.patch_tool_calls import PatchToolCalls, patch_dangling_tool_calls
+from .middleware.spend_budget import (
+    BudgetDecision,
+    BudgetStore,
+    CallEstimate,
+    SpendBudget,
+)
 from .middleware.subagent import SubAgent
 from .middleware.summarization import Summarization
 from .middleware.todo_list import TodoList
@@ -96,6 +103,9 @@ __all__ = [
     "AgentPersistence",
     "AgentResult",
     "Approve",
+    "BudgetDecision",
+    "BudgetStore",
+    "CallEstimate",
     "Callbacks",
     "CancelToken",
     "ChatModel",
@@ -140,9 +150,11 @@ __all__ = [
     "ReviewContext",
     "SagentsError",
     "SerializationError",
+    "SpendBudget",
     "State",
     "StateSerializer",
     "StateVersionError",
+    "Stop",
     "StreamError",
     "SubAgent",
     "SubAgentConfig",
@@ -158,6 +170,7 @@ __all__ = [
     "ToolContext",
     "ToolOutput",
     "ToolResult",
+    "TurnStopped",
     "aexecute",
     "apreprocess",
     "build_default_middleware",

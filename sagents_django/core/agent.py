@@ -31,6 +31,7 @@ from .middleware.base import (
     Resume,
     call_hook,
     fold_hooks,
+    init_middleware,
     init_stack,
 )
 from .middleware.human_in_the_loop import maybe_append
@@ -156,6 +157,27 @@ class Agent:
         self.openai_tools = [t.to_openai() for t in self.tools]
         self.assembled_system_prompt = self._assemble_prompt()
 
+        self._index_hooks()
+
+    def add_middleware(self, spec: Any) -> MiddlewareEntry:
+        """Add a middleware at the end of the stack of an agent already built (a
+        runtime adding what the site's settings ask for, e.g. ``SpendBudget``): its
+        hooks take part from the next call. One that brings tools or a system prompt
+        must be given to the constructor instead."""
+        entry = init_middleware(spec)
+        if any(e.id == entry.id for e in self.middleware):
+            raise ConfigurationError(f"The agent already has a middleware {entry.id!r}")
+        if entry.middleware.tools() or entry.middleware.system_prompt():
+            raise ConfigurationError(
+                f"Middleware {entry.id!r} brings tools or a prompt: pass it to Agent()"
+            )
+        entry.middleware.attach(self)
+        self.middleware.append(entry)
+        self._index_hooks()
+        return entry
+
+    def _index_hooks(self) -> None:
+        """Which middleware implement each hook (the loop skips the no-ops)."""
         hooks = self.middleware
         self.before_model_entries = [
             e for e in hooks if e.middleware.overrides("before_model")

@@ -82,6 +82,20 @@ EVENTS: dict[str, str] = {
         '"policy": "enqueue|interrupt"}'
     ),
     "error": '{"error": str, "error_type": str, "retryable": bool}',
+    # Spend budgets (``SpendBudget``): the call that would pass a limit
+    "budget_warning": (
+        '{"message": str, "scope": "site|owner|user|conversation", '
+        '"period": "day|month|total", "limit": decimal str, "spent": decimal str, '
+        '"remaining": decimal str, "estimate": decimal str}'
+    ),
+    "budget_exhausted": (
+        '{"message": str, "scope", "period", "limit", "spent", "remaining", '
+        '"estimate"} (the turn ends before the model is called)'
+    ),
+    "branch_switched": (
+        '{"reason": "edit|regenerate|switch", "message_id": int} (the branch shown '
+        "changed: redraw the transcript from the database)"
+    ),
     # Filesystem events (Sagents FileSystemServer)
     "file_updated": '{"path": str, "scope": [kind, id]}',
     "file_deleted": '{"path": str, "scope": [kind, id]}',

@@ -7,6 +7,7 @@ calling code, or a state that cannot be used::
     SagentsError
     ├── ConfigurationError      an agent, tool or middleware was set up wrongly
     ├── InvalidResume           resume() called with decisions that do not fit the interrupt
+    ├── TurnStopped             a middleware ended the turn before a model call (``Stop``)
     ├── StateVersionError       serialized state from an unknown format version
     ├── SerializationError      serialized state that is not valid
     ├── LLMError                the model call failed (after retries and fallbacks)
@@ -18,7 +19,7 @@ calling code, or a state that cannot be used::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # messages imports nothing from here, but keep the tree import-free
     from .messages import Message
@@ -34,6 +35,18 @@ class ConfigurationError(SagentsError):
 
 class InvalidResume(SagentsError):
     """Decisions passed to resume() do not match the pending interrupt."""
+
+
+class TurnStopped(SagentsError):
+    """A middleware's ``before_model`` ended the turn (``Stop``): ``reason`` is its
+    stable code, ``data`` its JSON details."""
+
+    def __init__(
+        self, message: str, *, reason: str, data: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.data = dict(data or {})
 
 
 class StateVersionError(SagentsError):

@@ -46,12 +46,12 @@ from .approvals import (
     interrupt_to_dict,
 )
 from .cancellation import Cancelled, CancelToken
-from .exceptions import LLMError
+from .exceptions import LLMError, TurnStopped
 from .expansion import expand_tool_results
 from .journal import ToolJournal
 from .llm import call_model
 from .messages import Message, TokenUsage, ToolCall, ToolResult
-from .middleware.base import Interrupt, call_hook
+from .middleware.base import Interrupt, Stop, call_hook
 from .outbox import Outbox, QueuedFromTool
 from .prefix import extends
 from .review import check_pre_tool_hitl
@@ -429,6 +429,10 @@ async def _apply(ex: Execution, entry: Any, hook: str) -> AgentResult | None:
     except Exception as exc:
         logger.exception("Middleware %s failed in %s", entry.id, hook)
         return ex.fail(f"Middleware {entry.id} failed in {hook}: {exc}", exc)
+    if isinstance(outcome, Stop):
+        ex.state = outcome.state
+        stopped = TurnStopped(outcome.message, reason=outcome.reason, data=outcome.data)
+        return ex.fail(outcome.message, stopped)
     if isinstance(outcome, Interrupt):
         data = interrupt_to_dict(outcome.data)
         ex.state = replace(outcome.state, interrupt_data=data)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import sys
 import threading
@@ -41,6 +42,8 @@ from .provider_errors import (
     malformed_chunk,
     status_error,
 )
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import httpx
@@ -94,6 +97,33 @@ def import_litellm() -> Any:
         litellm.suppress_debug_info = True
         _demo_registered = True
     return litellm
+
+
+_warming: threading.Thread | None = None
+
+
+def warm_litellm() -> None:
+    """Import litellm on a daemon thread, once per process: the first turn of a
+    freshly started server or worker then does not wait seconds for the import
+    (called by the chat page and a Celery worker as they start serving)."""
+    global _warming
+    with _litellm_lock:
+        if _demo_registered or _warming is not None:
+            return
+        _warming = threading.Thread(
+            target=_warm, name="sagents-litellm-warm-up", daemon=True
+        )
+    _warming.start()
+
+
+def _warm() -> None:
+    try:
+        import_litellm()
+    except Exception:
+        # The turn that needs litellm imports it again and says what failed.
+        logger.warning(
+            "Importing litellm ahead of the first turn failed", exc_info=True
+        )
 
 
 def stop_reason(finish_reason: str | None) -> StopReason:

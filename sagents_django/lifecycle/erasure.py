@@ -14,8 +14,9 @@ once; the task later finds no run and does nothing); then files, so a debounced
 write of a turn lands before, never after; then the rows, a batch of conversations
 per transaction, each batch locking its conversations and their active runs, so a
 turn that a message started meanwhile is cancelled and waited for too; then the
-keys. Usage lives on the runs, so it goes with them: the report keeps the totals
-for the site's books (there is no separate ledger to anonymise yet).
+keys. Usage on the runs goes with them (the report keeps the totals); the usage
+ledger stays, anonymised (``budgets.lifecycle``): the site's books keep every
+call's tokens and cost, and lose whom it names.
 
 Conversations of a team or organisation are the owner's, not a member's:
 ``erase_user`` removes the conversations owned by the user (a site whose
@@ -36,6 +37,8 @@ from django.core.files.storage import storages
 from django.db import models, transaction
 from django.db.models import Sum
 
+from sagents_django.budgets.lifecycle import anonymise as anonymise_ledger
+from sagents_django.budgets.lifecycle import entries_of as ledger_entries
 from sagents_django.conf import sagents_settings
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound
 from sagents_django.models import (
@@ -67,6 +70,7 @@ WAIT_SECONDS = 30.0
 NAMES = {
     "Conversation": "conversations",
     "AgentState": "agent_states",
+    "ConversationBranch": "branches",
     "AgentStep": "agent_steps",
     "DisplayMessage": "display_messages",
     "AgentRun": "runs",
@@ -123,7 +127,10 @@ def erase_user(
         TriggerEvent.objects.filter(scope__user_id=_json_pk(user.pk)),
         DataExport.objects.filter(user=user),
     ]
-    return _erase(f"user {user.pk}", scope, conversations, outside, dry_run, wait)
+    ledger = Ledger(user_pk=user.pk, owner_pk=user.pk)
+    return _erase(
+        f"user {user.pk}", scope, conversations, outside, dry_run, wait, ledger
+    )
 
 
 def erase_owner(
@@ -141,7 +148,10 @@ def erase_owner(
     conversations = owners.conversations_of(owner.pk)
     scope = _scope(user=None, owner=owner)
     outside = [StoredMcpServer.objects.filter(tenant=str(owner.pk))]
-    return _erase(f"owner {owner.pk}", scope, conversations, outside, dry_run, wait)
+    ledger = Ledger(owner_pk=owner.pk)
+    return _erase(
+        f"owner {owner.pk}", scope, conversations, outside, dry_run, wait, ledger
+    )
 
 
 def _instance(model: type[models.Model], value: Any, *, what: str) -> Any:
@@ -189,9 +199,11 @@ def _erase(
     outside: list[models.QuerySet],
     dry_run: bool,
     wait: float,
+    ledger: Ledger,
 ) -> ErasureReport:
     report = ErasureReport(subject=subject, dry_run=dry_run)
     ids = list(conversations.values_list("pk", flat=True))
+    entries = ledger.entries(ids)
     runs = AgentRun.objects.filter(conversation__in=ids)
     totals = runs.aggregate(
         input=Sum("input_tokens"), output=Sum("output_tokens"), cost=Sum("cost")
@@ -203,6 +215,7 @@ def _erase(
     }
     if dry_run:
         _count(report, ids, outside)
+        report.add("usage_entries_anonymised", entries.count())
         return report
     report.runs_cancelled = _cancel_and_wait(scope, ids, wait)
     files = stores.remove_files(scope, stores.file_scopes(scope, conversations))
@@ -218,8 +231,25 @@ def _erase(
             _delete_archives(queryset)
         _, per_model = queryset.delete()
         _merge(report, per_model)
+    report.add("usage_entries_anonymised", ledger.anonymise(entries))
     report.add("live_keys", stores.forget_live_state(str(pk) for pk in ids))
     return report
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ledger:
+    """Whose usage ledger rows an erasure anonymises (``budgets.lifecycle``)."""
+
+    user_pk: Any = None
+    owner_pk: Any = None
+
+    def entries(self, conversation_ids: list[Any]) -> models.QuerySet:
+        return ledger_entries(
+            user_pk=self.user_pk, owner_pk=self.owner_pk, conversations=conversation_ids
+        )
+
+    def anonymise(self, entries: models.QuerySet) -> int:
+        return anonymise_ledger(entries, user_pk=self.user_pk, owner_pk=self.owner_pk)
 
 
 def _count(report: ErasureReport, ids: list[Any], outside: list[Any]) -> None:

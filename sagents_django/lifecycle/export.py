@@ -3,7 +3,8 @@
 The archive holds ``account.json`` (the user's usage totals, the feedback they gave
 anywhere, their MCP servers: names and URLs, never secrets), one
 ``conversations/<id>.json`` per conversation they own (its messages as shown,
-approvals decided in it, feedback on it, its runs with their usage), and
+approvals decided in it, feedback on it, its runs with their usage),
+``usage_ledger.json`` (one row per model call of theirs: model, tokens, cost), and
 ``files/<scope>/<path>`` for every file of the filesystems their conversations
 used, read through the site's backends as erasure deletes them (``stores``).
 
@@ -34,6 +35,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from sagents_django import services
+from sagents_django.budgets import lifecycle as ledger
 from sagents_django.conf import sagents_settings
 from sagents_django.core.filesystem import registry
 from sagents_django.core.filesystem.errors import FileSystemError
@@ -166,6 +168,7 @@ def write_archive(user: Any, handle: IO[bytes]) -> int:
     conversations = list(_conversations(user))
     with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("account.json", _json(_account(user, scope)))
+        archive.writestr("usage_ledger.json", _json(ledger.export_rows(user)))
         for conversation in conversations:
             archive.writestr(
                 f"conversations/{conversation.pk}.json",

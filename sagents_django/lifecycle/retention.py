@@ -36,6 +36,7 @@ from sagents_django.conf import sagents_settings
 from sagents_django.models import (
     AgentRun,
     AgentState,
+    ConversationBranch,
     DisplayMessage,
     PersistenceFailure,
 )
@@ -181,6 +182,8 @@ def _remove_batch(batch: list[Any], cutoff: datetime, report: RetentionReport) -
                 AgentRun.objects.filter(conversation__in=ids),
                 DisplayMessage.objects.filter(conversation__in=ids),
                 AgentState.objects.filter(conversation__in=ids),
+                # Branches keep agent states of their own (runtime.branches).
+                ConversationBranch.objects.filter(conversation__in=ids),
                 PersistenceFailure.objects.filter(conversation__in=ids),
             ):
                 _, counts = queryset.delete()

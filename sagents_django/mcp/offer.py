@@ -1,7 +1,7 @@
 """Where a site's factory gets the tools of its MCP servers.
 
 ``mcp_tools(scope)`` is called while an agent is built, which happens in a
-synchronous factory on a database thread (the runtime's ``Turn.open``), in a view,
+synchronous factory on a database thread (the runtime's ``open_turn``), in a view,
 or in a script. It hands the work to the runtime loop and waits for it, bounded by
 the servers' own time budgets: a server that answers from its cached list costs
 nothing; one that is down costs its ``connect_timeout`` once, then nothing until

@@ -96,6 +96,12 @@ def add_message(
     extra = _metadata(metadata)
     pk = conversation_pk(conversation_id)
     check_scope(scope)
+    if scope.lent is not None and scope.is_authenticated:
+        # Someone the conversation is shared with: the turn is the owner's, the
+        # message says whose it is (the run's scope JSON names them too).
+        user = scope.user
+        who = user.pk if isinstance(user.pk, int) else str(user.pk)
+        extra = {**extra, "sent_by": {"id": who, "name": user.get_username()}}
     prepared = prepare(scope, pk, text, extra)
     for attempt in range(5):
         try:

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from django.db import transaction
 
 from sagents_django import services
-from sagents_django.core import TokenUsage
+from sagents_django.core import AgentResult, TokenUsage
 from sagents_django.core.persistence import PersistenceContext, SyntheticMessage
 from sagents_django.exceptions import RunConflict
 from sagents_django.models import AgentRun, DisplayMessage
@@ -71,6 +71,9 @@ class Ending:
     model: str = ""
     """The agent's model (stored on the run: feedback and usage name it)."""
     interrupt_data: dict[str, Any] | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    """For an error: JSON the transcript's row keeps beside its text (a budget's
+    numbers, so the page can say it in the reader's language)."""
     carry_own: bool = False
     """The run's own messages never reached the state: its follow-up takes them."""
 
@@ -119,6 +122,7 @@ class Ending:
                         "text": self.error,
                         "error_type": self.error_type,
                         "retryable": self.retryable,
+                        **({"details": self.details} if self.details else {}),
                     },
                 }
             )
@@ -357,3 +361,16 @@ def _context(run: AgentRun) -> PersistenceContext:
         conversation_id=str(run.conversation_id),
         run_id=str(run.pk),
     )
+
+
+def closing_signals(result: AgentResult) -> list[tuple[str, dict[str, Any]]]:
+    """The lifecycle signals between a turn's last save and its ending."""
+    signals: list[tuple[str, dict[str, Any]]] = []
+    state = result.state
+    if result.status == "interrupted":
+        signals.append(("interrupt_raised", {"interrupt_data": state.interrupt_data}))
+    last = state.messages[-1] if state.messages else None
+    # The agent's reply: a turn paused for approval has not answered yet.
+    if result.status == "completed" and last is not None and last.role == "assistant":
+        signals.append(("agent_response", {"message": last.to_dict()}))
+    return signals

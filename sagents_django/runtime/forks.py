@@ -48,7 +48,12 @@ from sagents_django.core.serialization import (
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound
 from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun, DisplayMessage
 from sagents_django.scope import Scope
-from sagents_django.services.conversations import TITLE_MAX_LENGTH, conversation_pk
+from sagents_django.services.branches import load_tree, path_filter
+from sagents_django.services.conversations import (
+    TITLE_MAX_LENGTH,
+    conversation_pk,
+    refuse_lent,
+)
 from sagents_django.services.usage import TURN_STARTS
 from sagents_django.services.validation import clean_text, parse_int
 
@@ -91,6 +96,9 @@ def fork(
     a point the agent no longer remembers or a bad title; ``Conflict`` when the
     history there has a tool call with no result (it cannot be continued)."""
     pk = conversation_pk(conversation_id)
+    # A fork belongs to the scope's owner: through a share, that would be the
+    # conversation's owner, not the person forking.
+    refuse_lent(scope, pk)
     chosen = (
         None
         if at_message is None
@@ -104,11 +112,8 @@ def fork(
         source = require(scope, pk, lock=True)
         data, revision = services.load_agent_state_revision(scope, pk)
         state = deserialize_server_state(None, data) if data is not None else State()
-        rows = list(
-            DisplayMessage.objects.filter(conversation_id=pk).order_by(
-                "inserted_at", "sequence", "id"
-            )
-        )
+        # The branch shown, as its state is the one loaded above.
+        rows = path_rows(pk, load_tree(pk))
         at = _index_of(rows, chosen)
         waiting, open_turn = _undelivered(pk, revision, state)
         cut = cut_at(state.messages, rows, at, waiting=waiting, open_turn=open_turn)
@@ -182,6 +187,15 @@ def cut_at(
     if not drop:
         return Cut(messages=len(messages), rows=len(rows))
     return Cut(messages=starts[len(starts) - drop], rows=people[len(people) - drop])
+
+
+def path_rows(pk: Any, tree: Any = None) -> list[DisplayMessage]:
+    """The rows of the branch shown (``services.branches``), in display order."""
+    rows = DisplayMessage.objects.filter(conversation_id=pk)
+    condition = path_filter(tree)
+    if condition is not None:
+        rows = rows.filter(condition)
+    return list(rows.order_by("inserted_at", "sequence", "id"))
 
 
 def turn_starts(messages: Sequence[Message]) -> list[int]:

@@ -1,6 +1,6 @@
 """Channel-layer group names: one per conversation, its debug stream, its control
-line (cancel / notify to the worker running its turn), one per filesystem scope, and
-one per signed-in session (its sockets).
+line (cancel / notify to the worker running its turn), one per filesystem scope, one
+per signed-in session (its sockets), and one per owner (its conversation lists).
 
 Group names allow only ``[A-Za-z0-9._-]`` and fewer than 100 characters, so ids are
 written as UUID hex and a filesystem scope (any JSON value) as a short hash.
@@ -45,3 +45,11 @@ def session_group(session_key: str) -> str:
     """Every socket signed in by one session (closed when it signs out). Named by a
     hash: the key is a secret, and group names show in the layer's Redis."""
     return f"{PREFIX}.session.{hashlib.sha256(session_key.encode()).hexdigest()[:32]}"
+
+
+def owner_group(owner_key: str) -> str:
+    """Changes to the list of one owner's conversations (created, renamed,
+    deleted): what the pages' conversation lists follow. ``owner_key`` names the
+    owner (``"<app_label.model>:<pk>"``, or ``"*"`` for ownerless conversations);
+    hashed like a session key, since group names are short and plain."""
+    return f"{PREFIX}.owner.{hashlib.sha256(owner_key.encode()).hexdigest()[:32]}"

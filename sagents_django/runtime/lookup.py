@@ -13,6 +13,7 @@ from sagents_django.core.serialization import deserialize_server_state
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.models import AgentRun, AgentState
 from sagents_django.scope import Scope, scope_class
+from sagents_django.services.conversations import refuse_read_only
 
 from .agents import build_agent
 from .requests import RunRequest
@@ -27,10 +28,15 @@ def check_scope(scope: Any) -> None:
 
 
 def require(scope: Scope, pk: Any, *, lock: bool = False) -> Any:
-    """The scope's conversation (else ``NotFound``). ``lock``: its row is held to
+    """The scope's conversation (else ``NotFound``; with ``lock``, also for a read
+    share's lent scope). ``lock``: its row is held to
     the end of the transaction, so the requests that start runs of one
     conversation take turns (PostgreSQL; SQLite writers take turns anyway)."""
     check_scope(scope)
+    if lock:
+        # The verbs that start, stop or decide turns lock: a read share's lent
+        # scope does none of them.
+        refuse_read_only(scope, pk)
     conversation = services.get_conversation(scope, pk)
     if conversation is None:
         raise NotFound("conversation", str(pk))

@@ -22,6 +22,7 @@ from typing import Any
 from django.db import transaction
 
 from sagents_django import services
+from sagents_django.budgets.turns import TurnLedger
 from sagents_django.core import Message, State, TokenUsage
 from sagents_django.core.approvals import interrupt_from_dict
 from sagents_django.core.outbox import QueuedFromTool
@@ -73,6 +74,8 @@ class Recorder:
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     queued: int = 0
     """Messages of the turn's outbox already queued on the run (``tool_queue``)."""
+    ledger: TurnLedger | None = None
+    """The usage ledger row of each reply, written in the reply's transaction."""
 
     @property
     def run_id(self) -> str:
@@ -140,6 +143,8 @@ class Recorder:
             if message.tool_calls and message.status == "complete":
                 self.tenure.tools_started()
                 self.step_calls, self.finished = len(message.tool_calls), 0
+            if self.ledger is not None:
+                self.ledger.reply()
             await self._record(ex, message)
             await publisher.publish("llm_message", {"message": message.to_dict()})
 
@@ -152,6 +157,8 @@ class Recorder:
             )
 
         async def on_usage(_ex: Any, usage: TokenUsage) -> None:
+            if self.ledger is not None:
+                self.ledger.noted(usage)
             await publisher.publish("llm_token_usage", {"usage": usage.to_dict()})
 
         async def mark_executing(ex: Any, call: Any, tool: Any) -> None:
@@ -389,6 +396,7 @@ class Recorder:
                     raise RuntimeError("The message's display rows were not saved")
                 self.checkpoints.write(state)
                 shown = self._queue(queued)
+                self._write_ledger()
             return cards, rows, shown
         except runs.LeaseLost:
             raise
@@ -402,7 +410,12 @@ class Recorder:
             rows = list(self.display.save_message(self.scope, message, self.context()))
             self._write_checkpoint(state)
             shown = self._queue(queued)
+            self._write_ledger()
         return cards, rows, shown
+
+    def _write_ledger(self) -> None:
+        if self.ledger is not None:
+            self.ledger.write()
 
     async def _checkpoint(self, state: State) -> None:
         assert self.checkpoints is not None

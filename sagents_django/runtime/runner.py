@@ -16,9 +16,9 @@ from sagents_django.conf import sagents_settings
 
 from . import draining, executors, loop, runs, sweeper
 from .database import db
+from .opening import open_turn
 from .tenure import worker_name
 from .tracing import traced
-from .turn import Turn
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ async def run_turn(run_id: str) -> str | None:
     if run is None:
         logger.info("Run %s is held by another worker or finished", run_id)
         return None
-    turn = await db(Turn.open)(run)
+    turn = await db(open_turn)(run)
     return await traced(turn)
 
 

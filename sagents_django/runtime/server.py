@@ -4,6 +4,7 @@ Sagents keeps a process per conversation; here nothing stays between turns, and 
 verb is a module function of the concern it belongs to:
 
 - ``admission``: add_message, execute, resume, dismiss, cancel;
+- ``forks``, ``branches``: fork; regenerate, edit_and_resend, switch_branch;
 - ``status``: get_status, get_info, get_metadata, touch, the inactivity status, the
   running agents;
 - ``stored_state``: export / restore / update / reset the state, notify a
@@ -28,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from . import admission, forks, status, stored_state, subscriptions, waiting
+from . import admission, branches, forks, status, stored_state, subscriptions, waiting
 from .admission import Submission
 from .database import db
 
@@ -83,6 +84,10 @@ class AgentServer:
     save_synthetic_message = staticmethod(stored_state.save_synthetic_message)
     # Forks
     fork = staticmethod(forks.fork)
+    # Branches
+    regenerate = staticmethod(branches.regenerate)
+    edit_and_resend = staticmethod(branches.edit_and_resend)
+    switch_branch = staticmethod(branches.switch_branch)
     # Subscriptions (async first: consumers call them)
     asubscribe = staticmethod(subscriptions.asubscribe)
     aunsubscribe = staticmethod(subscriptions.aunsubscribe)
@@ -123,6 +128,9 @@ class AgentServer:
     )
     asave_synthetic_message = staticmethod(_async(stored_state.save_synthetic_message))
     afork = staticmethod(_async(forks.fork))
+    aregenerate = staticmethod(_async(branches.regenerate))
+    aedit_and_resend = staticmethod(_async(branches.edit_and_resend))
+    aswitch_branch = staticmethod(_async(branches.switch_branch))
 
 
 agent_server = AgentServer()

@@ -21,7 +21,11 @@ from sagents_django.core.serialization import (
 from sagents_django.exceptions import InvalidInput
 from sagents_django.models import AgentRun
 from sagents_django.scope import Scope
-from sagents_django.services.conversations import conversation_pk
+from sagents_django.services.conversations import (
+    conversation_pk,
+    refuse_lent,
+    refuse_read_only,
+)
 
 from .admission import bounded, send_control, take_held
 from .agents import build_agent
@@ -40,6 +44,7 @@ def export_state(scope: Scope, conversation_id: Any) -> dict[str, Any] | None:
     """The stored state envelope (``{"version", "state", "serialized_at"}``), or
     None when the conversation has no state yet."""
     pk = conversation_pk(conversation_id)
+    refuse_lent(scope, pk)  # the owner's, not a share's
     require(scope, pk)
     return services.load_agent_state(scope, pk)
 
@@ -49,6 +54,7 @@ def restore_state(scope: Scope, conversation_id: Any, persisted_state: Any) -> N
     first); ``RunConflict`` while a turn runs, ``InvalidInput`` for an envelope
     that cannot be read."""
     pk = conversation_pk(conversation_id)
+    refuse_lent(scope, pk)  # the owner's, not a share's
     conversation = require(scope, pk)
     if not isinstance(persisted_state, dict):
         raise InvalidInput("persisted_state must be an exported state envelope")
@@ -68,6 +74,7 @@ def update_agent_and_state(scope: Scope, conversation_id: Any, state: State) -> 
     if not isinstance(state, State):
         raise InvalidInput(f"state must be a State, not {type(state).__name__}")
     pk = conversation_pk(conversation_id)
+    refuse_lent(scope, pk)  # the owner's, not a share's
     require(scope, pk)
     _replace_state(scope, pk, state, "update")
 
@@ -83,6 +90,7 @@ def reset(scope: Scope, conversation_id: Any) -> None:
     note saying the agent starts afresh. The one reset of the API, the chat page
     and the admin. ``RunConflict`` while a turn runs."""
     pk = conversation_pk(conversation_id)
+    refuse_lent(scope, pk)  # the owner's, not a share's
     conversation = require(scope, pk)
     state = load_state(scope, conversation)
     fresh = State(agent_id=state.agent_id, metadata=dict(state.metadata))
@@ -133,6 +141,7 @@ def notify_middleware(
         raise InvalidInput("middleware_id must be a middleware's id (a string)")
     message = bounded(message, "message")
     pk = conversation_pk(conversation_id)
+    refuse_read_only(scope, pk)
     conversation = require(scope, pk)
     note = Notification(middleware_id=middleware_id, message=message)
     with transaction.atomic():
@@ -195,6 +204,7 @@ def _publish(
         raise InvalidInput("data must be a JSON object")
     data = bounded(data, "data")
     pk = conversation_pk(conversation_id)
+    refuse_read_only(scope, pk)
     require(scope, pk)
     from . import loop
 

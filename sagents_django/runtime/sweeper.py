@@ -148,8 +148,8 @@ async def _submit(run_id: Any) -> None:
 
 
 async def _end_exhausted(run_id: Any, lease: float, attempts: int) -> bool:
+    from .opening import open_turn
     from .tenure import worker_name
-    from .turn import Turn
 
     before = await AgentRun.objects.filter(pk=run_id).values("lease_owner").afirst()
     run = await db(runs.claim_exhausted)(
@@ -158,6 +158,6 @@ async def _end_exhausted(run_id: Any, lease: float, attempts: int) -> bool:
     if run is None:
         return False
     owner = (before["lease_owner"] if before else "") or "unknown"
-    turn = await db(Turn.open)(run)
+    turn = await db(open_turn)(run)
     await turn.end_abandoned(EXHAUSTED.format(attempts=run.attempts, owner=owner))
     return True

@@ -27,9 +27,6 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from django.utils.module_loading import import_string
-
-from sagents_django import services
 from sagents_django.conf import sagents_settings
 from sagents_django.core import (
     Agent,
@@ -40,7 +37,7 @@ from sagents_django.core import (
     Message,
     State,
 )
-from sagents_django.core.exceptions import LLMError
+from sagents_django.core.exceptions import LLMError, TurnStopped
 from sagents_django.core.filesystem.debounce import (
     flush_pending_writes,
     has_pending_writes,
@@ -52,25 +49,22 @@ from sagents_django.core.persistence import (
     PersistenceContext,
 )
 from sagents_django.core.serialization import (
-    deserialize_server_state,
     serialize_server_state,
 )
 from sagents_django.models import AgentRun
 from sagents_django.persistence import (
     DjangoAgentPersistence,
-    DjangoDisplayMessagePersistence,
     record_failure,
 )
-from sagents_django.scope import Scope, scope_class
+from sagents_django.scope import Scope
 from sagents_django.services.sql import unit
 
-from . import checkpoints, control, draining, runs
-from .agents import build_agent, cost_of
+from . import control, draining, runs
+from .agents import cost_of
 from .checkpoints import Checkpoints
 from .database import db
-from .ending import Ended, Ending, end_run, end_with_state
+from .ending import Ended, Ending, closing_signals, end_run, end_with_state
 from .events_out import asignal
-from .file_scopes import site_filesystem_scope
 from .journal import DatabaseJournal
 from .publisher import Publisher, display_message_json
 from .recorder import Recorder
@@ -104,8 +98,8 @@ class QueueLimit(Exception):
 
 @dataclass(kw_only=True, eq=False)
 class Turn:
-    """One attempt at a run: opened (the agent built, the state loaded), run, and
-    settled by the one ending (``runtime.ending``). Its tenure of the run and the
+    """One attempt at a run: opened (``runtime.opening``: the agent built, the
+    state loaded), run, and settled by the one ending (``runtime.ending``). Its tenure of the run and the
     recording of what the agent does are objects of their own."""
 
     agent_run: AgentRun
@@ -134,57 +128,6 @@ class Turn:
     def run_id(self) -> str:
         return str(self.agent_run.pk)
 
-    # Opening (in a thread: database and factory) -------------------------------
-    @classmethod
-    def open(cls, run: AgentRun) -> Turn:
-        request = RunRequest.of(run)
-        scope = scope_class().from_dict(request.scope or {"user_id": None})
-        conversation = services.get_conversation(scope, run.conversation_id)
-        conversation_id = str(run.conversation_id)
-        lease = runs.lease_of(run)
-        cancel = CancelToken()
-        tenure = Tenure(lease=lease, cancel=cancel)
-        window = sagents_settings.DELTA_WINDOW_MS / 1000
-        publisher = Publisher(conversation_id, window=window)
-        turn = cls(
-            agent_run=run,
-            scope=scope,
-            request=request,
-            conversation_id=conversation_id,
-            agent_id=conversation.agent_id if conversation is not None else "",
-            tenure=tenure,
-            publisher=publisher,
-            cancel=cancel,
-            recorder=Recorder(
-                scope=scope,
-                conversation_id=conversation_id,
-                display=DjangoDisplayMessagePersistence(),
-                publisher=publisher,
-                tenure=tenure,
-                context=lambda *a, **k: turn.context(*a, **k),
-                checkpoints=Checkpoints(lease=lease, base_revision=0, state=State()),
-            ),
-            filesystem_scope=_filesystem_scope(request.filesystem_scope),
-        )
-        try:
-            if conversation is None:
-                raise PermissionError(
-                    "The run's user can no longer see this conversation"
-                )
-            turn.agent_persistence = import_string(sagents_settings.AGENT_PERSISTENCE)()
-            turn.recorder.display = import_string(
-                sagents_settings.DISPLAY_PERSISTENCE
-            )()
-            if turn.filesystem_scope is None:  # the call named none: the site's
-                turn.filesystem_scope = site_filesystem_scope(scope, conversation)
-            turn.agent = build_agent(turn.agent_id, scope, turn.filesystem_scope)
-            turn.load()
-            turn.resume_checkpoints()
-        except Exception as exc:
-            logger.exception("Could not open run %s", run.pk)
-            turn.setup_error = exc
-        return turn
-
     def context(
         self, lifecycle: Lifecycle | None = None, **extra: Any
     ) -> PersistenceContext:
@@ -195,35 +138,6 @@ class Turn:
             revision=self.revision,
             run_id=self.run_id,
             **extra,
-        )
-
-    def load(self) -> None:
-        assert self.agent is not None
-        stored = self.agent_persistence.load_stored(self.scope, self.context())
-        if stored.data is None:
-            self.state = State(agent_id=self.agent_id)
-        else:
-            self.state = deserialize_server_state(
-                self.agent_id, stored.data, middleware=self.agent.middleware
-            )
-        self.revision = stored.revision
-
-    def resume_checkpoints(self) -> None:
-        """Where this attempt starts: the state as loaded, or (a takeover) the
-        last checkpoint of the attempt before."""
-        lease = self.tenure.lease
-        base = self.agent_run.checkpoint_revision
-        if base is not None:  # an earlier attempt got as far as changing the state
-            if self.revision == base:
-                resumed = checkpoints.resume_from(lease, base, self.state)
-                self.recorder.checkpoints = resumed
-                self.state = resumed.state
-                self.start = "continuing"
-                return
-            if self.revision > base:
-                self.start = "ended_saved"
-        self.recorder.checkpoints = Checkpoints(
-            lease=lease, base_revision=self.revision, state=self.state
         )
 
     # Running (on the runtime loop) ---------------------------------------------
@@ -503,12 +417,14 @@ class Turn:
             return await self._end(Ending.cancelled(usage=usage))
         if status == "error":
             exc = result.exception
+            kind = "provider_error" if isinstance(exc, LLMError) else "agent_error"
             return await self._end(
                 Ending.failed(
                     result.error or "The turn failed",
-                    "provider_error" if isinstance(exc, LLMError) else "agent_error",
+                    exc.reason if isinstance(exc, TurnStopped) else kind,
                     retryable=bool(getattr(exc, "retryable", False)),
                     usage=usage,
+                    details=exc.data if isinstance(exc, TurnStopped) else {},
                 )
             )
         for name, kwargs in closing_signals(result):
@@ -573,19 +489,6 @@ class Turn:
         return {"run_id": self.run_id, "trigger": self.agent_run.trigger}
 
 
-def closing_signals(result: AgentResult) -> list[tuple[str, dict[str, Any]]]:
-    """The lifecycle signals between a turn's last save and its ending."""
-    signals: list[tuple[str, dict[str, Any]]] = []
-    state = result.state
-    if result.status == "interrupted":
-        signals.append(("interrupt_raised", {"interrupt_data": state.interrupt_data}))
-    last = state.messages[-1] if state.messages else None
-    # The agent's reply: a turn paused for approval has not answered yet.
-    if result.status == "completed" and last is not None and last.role == "assistant":
-        signals.append(("agent_response", {"message": last.to_dict()}))
-    return signals
-
-
 async def _store_pending_files() -> None:
     """Debounced file writes reach storage before the run is settled or handed
     over: the next turn, or the worker that takes this one over, reads storage, not
@@ -593,7 +496,3 @@ async def _store_pending_files() -> None:
     the model call whose ``before_model`` would have flushed them)."""
     if has_pending_writes():
         await asyncio.to_thread(flush_pending_writes)
-
-
-def _filesystem_scope(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value

@@ -29,6 +29,7 @@ from sagents_django import scope as scopes
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope
+from sagents_django.signals import conversation_changed, send_after_commit
 
 from .keyset import beyond
 from .validation import clean_mapping, clean_text, parse_int, parse_uuid, storable
@@ -63,8 +64,28 @@ def conversation_model() -> type[AbstractConversation]:
 
 
 def owned_conversations(scope: Scope) -> models.QuerySet:
-    """Every conversation ``scope`` owns."""
-    return scope.filter_conversations(conversation_model()._default_manager.all())
+    """Every conversation ``scope`` owns (a lent scope: the one its share lends)."""
+    rows = scope.filter_conversations(conversation_model()._default_manager.all())
+    lent = getattr(scope, "lent", None)
+    if lent is not None:
+        # Again here: a host's own filter_conversations may not know lending.
+        rows = rows.filter(pk=lent.conversation_id)
+    return rows
+
+
+def refuse_read_only(scope: Scope, conversation_id: Any) -> None:
+    """NotFound when ``scope`` was lent by a read share: every write of the
+    services starts here, so a read share changes nothing, whatever the entry
+    point."""
+    if getattr(scope, "read_only", False):
+        raise NotFound("conversation", str(conversation_id))
+
+
+def refuse_lent(scope: Scope, conversation_id: Any) -> None:
+    """NotFound for any lent scope: renaming, deleting and sharing are the
+    owner's (their own scope), never a share's."""
+    if getattr(scope, "lent", None) is not None:
+        raise NotFound("conversation", str(conversation_id))
 
 
 def owned_ids(scope: Scope) -> models.QuerySet:
@@ -103,7 +124,12 @@ def create_conversation(
     title = clean_text(title, what="title", max_length=TITLE_MAX_LENGTH, strip=True)
     metadata = clean_mapping(metadata, what="metadata", max_bytes=METADATA_MAX_BYTES)
     owner = scope.owner_values(model)
-    return model._default_manager.create(title=title, metadata=metadata, **owner)
+    with transaction.atomic():
+        conversation = model._default_manager.create(
+            title=title, metadata=metadata, **owner
+        )
+        _changed(conversation, "created")
+    return conversation
 
 
 def get_conversation(scope: Scope, conversation_id: Any) -> AbstractConversation | None:
@@ -132,6 +158,7 @@ def update_conversation(
 ) -> AbstractConversation:
     """Set the title and/or replace the metadata; NotFound outside ``scope``."""
     pk = conversation_pk(conversation_id)
+    refuse_lent(scope, pk)
     fields = ["updated_at"]
     if title is not _UNSET:
         title = clean_text(title, what="title", max_length=TITLE_MAX_LENGTH, strip=True)
@@ -156,6 +183,8 @@ def update_conversation(
         if metadata is not _UNSET:
             conversation.metadata = metadata
         conversation.save(update_fields=fields)
+        if title is not _UNSET:
+            _changed(conversation, "renamed")
     return conversation
 
 
@@ -170,6 +199,7 @@ def set_generated_title(scope: Scope, conversation_id: Any, title: Any) -> bool:
     )
     if not title:
         return False
+    refuse_read_only(scope, pk)
     require_conversation(scope, pk, touch=False)
     updated = (
         owned_conversations(scope)
@@ -182,10 +212,23 @@ def set_generated_title(scope: Scope, conversation_id: Any, title: Any) -> bool:
 def delete_conversation(scope: Scope, conversation_id: Any) -> None:
     """Delete it with its state, display messages and runs; NotFound outside scope."""
     pk = conversation_pk(conversation_id)
+    refuse_lent(scope, pk)
     with transaction.atomic():
-        deleted, _ = owned_conversations(scope).filter(pk=pk).delete()
-    if not deleted:
-        raise NotFound("conversation", str(pk))
+        conversation = owned_conversations(scope).filter(pk=pk).first()
+        if conversation is None:
+            raise NotFound("conversation", str(pk))
+        conversation.delete()
+        conversation.pk = pk  # as it was, for the receivers
+        _changed(conversation, "deleted")
+
+
+def _changed(conversation: AbstractConversation, change: str) -> None:
+    send_after_commit(
+        conversation_changed,
+        sender=type(conversation),
+        conversation=conversation,
+        change=change,
+    )
 
 
 def list_conversations(

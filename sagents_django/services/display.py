@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from django.db import router, transaction
+from django.db.models import Exists, QuerySet
 
 from sagents_django.conf import sagents_settings
 from sagents_django.exceptions import InvalidInput
@@ -26,16 +27,19 @@ from sagents_django.models import (
     CONTENT_TYPES,
     DISPLAY_STATUSES,
     MESSAGE_TYPES,
+    ConversationBranch,
     DisplayMessage,
 )
 from sagents_django.scope import Scope
 
 from . import sql
+from .branches import Tree, load_tree, path_filter
 from .conversations import (
     METADATA_MAX_BYTES,
     conversation_pk,
     owned_conversations,
     owned_ids,
+    refuse_read_only,
     require_conversation,
 )
 from .keyset import beyond
@@ -68,6 +72,8 @@ ATTRIBUTES: Final = frozenset(
         "run_id",
     )
 )
+READ_TREE: Final = object()
+"""``load_display_messages(tree=...)``'s default: read the branches."""
 _ORDER = ("inserted_at", "sequence", "id")
 _ORDER_DESC = ("-inserted_at", "-sequence", "-id")
 
@@ -130,6 +136,7 @@ def append_display_messages(
     """Append several rows in one INSERT (all validated first: one bad item and
     none is written); returns them saved, with ids."""
     pk = conversation_pk(conversation_id)
+    refuse_read_only(scope, pk)
     if isinstance(items, Mapping | str | bytes):
         raise InvalidInput("items must be a list of attribute dicts")
     rows = []
@@ -194,8 +201,15 @@ def load_display_messages(
     limit: int | None = None,
     before: int | str | None = None,
     after: int | str | None = None,
+    all_branches: bool = False,
+    tree: Tree | object | None = READ_TREE,
 ) -> list[DisplayMessage]:
     """Rows in display order; ``[]`` when the conversation is not in ``scope``.
+
+    The rows of the branch shown (``services.branches``), or, with
+    ``all_branches``, every row of the conversation. ``tree``: the branches as
+    the caller knows them (a page drawing rows of the branch it shows), instead
+    of reading them.
 
     ``limit``: the latest ``limit`` rows (or, with only ``after``, the first
     ``limit`` after it). ``before``/``after``: row ids (cursors); only rows strictly
@@ -212,30 +226,65 @@ def load_display_messages(
     rows = DisplayMessage.objects.filter(
         conversation_id=pk, conversation__in=owned_ids(scope)
     )
+    if all_branches is True:
+        return _page(scope, pk, rows, limit, before_id, after_id)[0]
+    if tree is not READ_TREE:
+        shown = path_filter(tree if isinstance(tree, Tree) else None)
+        rows = rows if shown is None else rows.filter(shown)
+        return _page(scope, pk, rows, limit, before_id, after_id)[0]
+    # Whether the conversation ever branched comes with the rows (still one round
+    # trip for the latest page of one that never did); one that did is read again
+    # with the branch shown's rows only.
+    marked = rows.annotate(
+        _branched=Exists(ConversationBranch.objects.filter(conversation_id=pk))
+    )
+    found, branched = _page(scope, pk, marked, limit, before_id, after_id)
+    if not branched:
+        return found
+    shown = path_filter(load_tree(pk))
+    rows = rows if shown is None else rows.filter(shown)
+    return _page(scope, pk, rows, limit, before_id, after_id)[0]
+
+
+def _page(
+    scope: Scope,
+    pk: Any,
+    rows: QuerySet[DisplayMessage],
+    limit: int | None,
+    before_id: int | None,
+    after_id: int | None,
+) -> tuple[list[DisplayMessage], bool]:
+    """The rows asked for, and whether a row read says its conversation branched
+    (``rows`` annotated with ``_branched``; False when not)."""
+    branched = False
     cursors = [i for i in (before_id, after_id) if i is not None]
     keys: dict[int, tuple[Any, ...]] = {}
     if cursors:
-        keys = dict(
-            (key[2], key) for key in rows.filter(pk__in=cursors).values_list(*_ORDER)
-        )
+        marks = ("_branched",) if "_branched" in rows.query.annotations else ()
+        for key in rows.filter(pk__in=cursors).values_list(*_ORDER, *marks):
+            keys[key[2]] = key[:3]
+            branched = branched or bool(marks and key[3])
         missing = [i for i in cursors if i not in keys]
-        if missing:
+        if missing and not branched:
             if not owned_conversations(scope).filter(pk=pk).exists():
-                return []
+                return [], False
             raise InvalidInput(
                 f"cursor {missing[0]} is not a display message of this conversation"
             )
+        if missing:
+            return [], True
     if before_id is not None:
         rows = rows.filter(beyond(_ORDER, keys[before_id], descending=True))
     if after_id is not None:
         rows = rows.filter(beyond(_ORDER, keys[after_id], descending=False))
     if limit is None:
-        return list(rows.order_by(*_ORDER))
-    if after_id is not None and before_id is None:
-        return list(rows.order_by(*_ORDER)[:limit])
-    latest = list(rows.order_by(*_ORDER_DESC)[:limit])
-    latest.reverse()
-    return latest
+        found = list(rows.order_by(*_ORDER))
+    elif after_id is not None and before_id is None:
+        found = list(rows.order_by(*_ORDER)[:limit])
+    else:
+        found = list(rows.order_by(*_ORDER_DESC)[:limit])
+        found.reverse()
+    return found, branched or any(getattr(r, "_branched", False) for r in found)
 
 
 def display_message_cursor(message: DisplayMessage) -> int:

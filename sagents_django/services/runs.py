@@ -21,7 +21,7 @@ from sagents_django.exceptions import NotFound, RunConflict
 from sagents_django.models import ACTIVE_RUN_STATUSES, RUN_STATUSES, AgentRun
 from sagents_django.scope import Scope
 
-from .conversations import owned_ids, require_conversation
+from .conversations import owned_ids, refuse_read_only, require_conversation
 from .validation import choice, clean_text, parse_uuid
 
 FINAL_STATUSES = tuple(s for s in RUN_STATUSES if s not in ACTIVE_RUN_STATUSES)
@@ -47,6 +47,7 @@ def begin_run(
     commit); ``metadata`` is what the executor needs to run it (JSON)."""
     trigger = clean_text(trigger, what="trigger", max_length=32, strip=True)
     owner = clean_text(owner, what="owner", max_length=255)
+    refuse_read_only(scope, conversation_id)
     pk = require_conversation(scope, conversation_id, touch=False)
     now = timezone.now()
     started = {} if queued else {"started_at": now, "heartbeat_at": now, "attempts": 1}
@@ -111,6 +112,7 @@ def active_run(scope: Scope, conversation_id: Any) -> AgentRun | None:
 
 def request_cancel(scope: Scope, conversation_id: Any) -> AgentRun | None:
     """Flag the conversation's active run to stop; the run, or None when idle."""
+    refuse_read_only(scope, conversation_id)
     pk = require_conversation(scope, conversation_id, touch=False)
     runs = AgentRun.objects.of(pk).active()
     runs.update(cancel_requested=True)
@@ -129,5 +131,7 @@ def discard_run(scope: Scope, run_id: Any) -> bool:
 
 
 def _owned_runs(scope: Scope, run_id: Any) -> Any:
+    # Only writes (finish, discard) look runs up by id.
+    refuse_read_only(scope, run_id)
     pk = parse_uuid(run_id, what="run_id")
     return AgentRun.objects.filter(pk=pk, conversation__in=owned_ids(scope))

@@ -46,6 +46,8 @@ def direct(scope: Scope, using: str) -> bool:
     manager = type(conversation_model()._default_manager)
     return (
         filters is Scope.filter_conversations
+        # A lent scope's one conversation is not written here: the ORM path.
+        and getattr(scope, "lent", None) is None
         and manager.get_queryset is models.Manager.get_queryset
     )
 

@@ -35,7 +35,12 @@ from sagents_django.exceptions import InvalidInput, StateConflict
 from sagents_django.models import AgentState
 from sagents_django.scope import Scope
 
-from .conversations import conversation_pk, owned_ids, require_conversation
+from .conversations import (
+    conversation_pk,
+    owned_ids,
+    refuse_read_only,
+    require_conversation,
+)
 from .validation import clean_json, parse_int
 
 if TYPE_CHECKING:
@@ -63,6 +68,7 @@ def save_agent_state(
     InvalidInput for a bad envelope or revision, StateConflict when the stored
     revision is not ``expected_revision`` (nothing is written then).
     """
+    refuse_read_only(scope, conversation_id)
     if not isinstance(state_data, dict):
         raise InvalidInput(
             f"state_data must be a dict, not {type(state_data).__name__}"

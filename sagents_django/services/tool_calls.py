@@ -37,7 +37,12 @@ from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope
 
 from . import sql
-from .conversations import METADATA_MAX_BYTES, conversation_pk, owned_ids
+from .conversations import (
+    METADATA_MAX_BYTES,
+    conversation_pk,
+    owned_ids,
+    refuse_read_only,
+)
 from .validation import clean_mapping, clean_text
 
 OPEN: Final = ("pending", "executing", "interrupted")
@@ -181,6 +186,7 @@ def _transition(
     only: tuple[str, ...] = OPEN,
     merge: dict[str, Any] | None = None,
 ) -> DisplayMessage:
+    refuse_read_only(scope, conversation_id)
     call_id = _call_id(call_id)
     extra = clean_mapping(merge, what="metadata", max_bytes=METADATA_MAX_BYTES)
     using = router.db_for_write(DisplayMessage)
@@ -242,6 +248,7 @@ def _find(
     content_type: str,
     statuses: tuple[str, ...] | None,
 ) -> DisplayMessage:
+    refuse_read_only(scope, conversation_id)  # every write finds its row here
     rows = _rows(scope, call_id, conversation_id, content_type)
     if statuses is not None:
         rows = rows.filter(status__in=statuses)

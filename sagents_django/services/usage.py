@@ -29,8 +29,9 @@ from sagents_django.scope import Scope
 
 from .conversations import owned_ids, require_conversation
 
-TURN_STARTS = ("message", "queued")
-"""Triggers of the runs that answer a person's messages: each begins a user turn."""
+TURN_STARTS = ("message", "queued", "regenerate")
+"""Triggers of the runs that answer a person's messages: each begins a user turn
+(a regenerated reply answers the message again, in a branch of its own)."""
 NO_MODEL_TRIGGERS = ("dismiss", "notify", "restore", "update", "reset")
 """Short runs of verbs that held the conversation without calling the model."""
 

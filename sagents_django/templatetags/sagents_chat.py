@@ -34,13 +34,13 @@ from django.utils.safestring import SafeString
 from sagents_django.scope import get_scope
 from sagents_django.ui import approvals
 from sagents_django.ui.context import Chat
+from sagents_django.ui.live_lists import NAV_SIZE
 from sagents_django.ui.markdown import render_markdown
 from sagents_django.ui.theme import chosen_theme
 from sagents_django.ui.transcript import dom_id
 
 register = template.Library()
 
-NAV_SIZE = 50
 """Conversations the sidebar lists (the list page has all, and search)."""
 
 

@@ -15,6 +15,7 @@ from sagents_django.conf import sagents_settings
 from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.runtime import agent_server
 from sagents_django.scope import Scope
+from sagents_django.services.branches import Point, Tree, load_tree, point_rows
 from sagents_django.services.usage import NO_MODEL_TRIGGERS
 
 from . import approvals, files, transcript
@@ -45,6 +46,16 @@ class Chat:
     @property
     def pk(self) -> str:
         return str(self.conversation.pk)
+
+    @property
+    def lent(self) -> Any:
+        """The share the viewer uses the conversation through (None: theirs)."""
+        return getattr(self.scope, "lent", None)
+
+    @property
+    def can_write(self) -> bool:
+        """Whether the viewer may send and approve (not through a read share)."""
+        return not getattr(self.scope, "read_only", False)
 
     @cached_property
     def status(self) -> str:
@@ -80,10 +91,31 @@ class Chat:
     @cached_property
     def entries(self) -> list[transcript.Entry]:
         rows = self.page_rows
-        extra = transcript.tool_results_for(self.conversation.pk, rows)
-        return self.annotate(
-            transcript.entries(rows, results=extra, status=self.status)
-        )
+        extra = transcript.tool_results_for(self.conversation.pk, rows, tree=self.tree)
+        items = transcript.entries(rows, results=extra, status=self.status)
+        self.add_branches(items)
+        return self.annotate(items)
+
+    @cached_property
+    def tree(self) -> Tree | None:
+        """The conversation's branches (None: it never branched)."""
+        return load_tree(self.conversation.pk)
+
+    @cached_property
+    def branch_points(self) -> dict[int, Point]:
+        """The rows that show ``< n / m >``, by id."""
+        return point_rows(self.conversation.pk, self.tree)
+
+    def add_branches(self, items: list[transcript.Entry]) -> None:
+        """Set ``< n / m >`` on the entries that start a branch point."""
+        if self.tree is None:
+            return
+        for item in items:
+            point = self.branch_points.get(item.pk)
+            if point is not None:
+                item.branch = transcript.BranchNav(
+                    index=point.shown + 1, count=point.count
+                )
 
     def annotate(self, items: list[transcript.Entry]) -> list[transcript.Entry]:
         """``items`` with what the viewer sees on replies: their own rating, and
@@ -122,6 +154,8 @@ class Chat:
 
     @cached_property
     def approvals(self) -> list[approvals.Request]:
+        if not self.can_write:
+            return []  # a read share decides nothing: no form to draw
         return approvals.with_previews(
             self.scope,
             self.conversation,

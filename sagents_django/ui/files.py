@@ -30,6 +30,7 @@ from sagents_django.runtime import agent_server, loop
 from sagents_django.runtime.file_scopes import conversation_filesystem_scope
 from sagents_django.runtime.publisher import publish_file_event
 from sagents_django.scope import Scope
+from sagents_django.services.conversations import refuse_read_only
 
 UPLOAD_DIRECTORY = "/uploads"
 MAX_FILES_LISTED = 500
@@ -111,7 +112,9 @@ def read(scope: Scope, conversation: Any, path: str) -> tuple[str, str] | None:
 
 
 def upload(scope: Scope, conversation: Any, name: str, data: bytes) -> str:
-    """Store ``data`` as ``/uploads/<name>``; its path."""
+    """Store ``data`` as ``/uploads/<name>``; its path (NotFound for a read
+    share's lent scope: its files are read-only)."""
+    refuse_read_only(scope, conversation.pk)
     if len(data) > MAX_FILE_BYTES:
         raise UploadError(f"A file may hold at most {MAX_FILE_BYTES} bytes.")
     try:

@@ -61,8 +61,9 @@ def rows_html(
 ) -> str:
     """``live``: rows an event just brought, drawn from it alone (a new reply has
     no rating yet, and its turn's usage comes with ``run_finished``)."""
-    extra = transcript.tool_results_for(chat.conversation.pk, rows)
+    extra = transcript.tool_results_for(chat.conversation.pk, rows, tree=chat.tree)
     items = transcript.entries(rows, results=extra, status=chat.status)
+    chat.add_branches(items)
     if not live:
         items = chat.annotate(items)
     return "".join(_partial("message", e=e, chat=chat, oob=oob) for e in items)
@@ -134,7 +135,7 @@ def resync(
         )
     else:
         recent = services.load_display_messages(
-            scope, conversation.pk, limit=RECENT_ROWS
+            scope, conversation.pk, limit=RECENT_ROWS, tree=chat.tree
         )
         seen = {row.pk for row in recent}
         rows = recent + [row for row in missed if row.pk not in seen]
@@ -162,6 +163,10 @@ class Live:
 
     conversation: Any = None
     status: str | None = None
+    tree: Any = None
+    """The conversation's branches (``Chat.tree``), read once like the
+    conversation; read again when the branch shown changes."""
+    tree_read: bool = False
 
     def chat(
         self, scope: Scope, conversation_id: str, *, status: str | None = None
@@ -170,9 +175,13 @@ class Live:
         if self.conversation is None or str(self.conversation.pk) != conversation_id:
             self.conversation = services.get_conversation(scope, conversation_id)
             self.status = None
+            self.tree_read = False
         if self.conversation is None:
             return None
         chat = Chat(scope, self.conversation)
+        if not self.tree_read:
+            self.tree, self.tree_read = chat.tree, True
+        chat.tree = self.tree
         if status is not None:
             self.status = status
         if self.status is None:
@@ -210,7 +219,7 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
         # The status panels follow with its status_changed; the usage changed,
         # and the turn's last reply now shows the turn's usage.
         recent = services.load_display_messages(
-            scope, conversation.pk, limit=RECENT_ROWS
+            scope, conversation.pk, limit=RECENT_ROWS, tree=chat.tree
         )
         replies = [
             r
@@ -222,9 +231,13 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
         )
     if event == "run_started":
         recent = services.load_display_messages(
-            scope, conversation.pk, limit=RECENT_ROWS
+            scope, conversation.pk, limit=RECENT_ROWS, tree=chat.tree
         )
-        return clear_stream() + panels(chat) + rows_html(chat, recent, oob=True)
+        # Merged like a resync's rows (in place, or appended): the rows of the
+        # message that started the run may still be on their way (another
+        # publisher's events), and an out-of-band swap of a row the page does not
+        # have yet is an error.
+        return clear_stream() + panels(chat) + _append(rows_html(chat, recent))
     if event == "todos_updated":
         return _partial("todo_panel", chat=_TodoChat(chat, data), oob=True)
     if event in ("file_updated", "file_deleted"):
@@ -236,7 +249,10 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
         if conversation is None:
             return ""
         return _partial("title_live", conversation=conversation, oob=True)
-    if event == "agent_state_update":
+    if event == "branch_switched":
+        live.tree_read = False
+    if event in ("agent_state_update", "branch_switched"):
+        # A reset, or another branch shown: the transcript is drawn again whole.
         return resync(scope, cid, None)
     return ""
 
@@ -316,7 +332,7 @@ def _status(chat: Chat, data: dict[str, Any]) -> str:
         )
     if status == "error":
         recent = services.load_display_messages(
-            chat.scope, chat.conversation.pk, limit=3
+            chat.scope, chat.conversation.pk, limit=3, tree=chat.tree
         )
         parts.append(rows_html(chat, recent, oob=True))
     return "".join(parts)
@@ -359,7 +375,7 @@ def _row(chat: Chat, data: dict[str, Any], *, updated: bool) -> str:
             conversation_id=chat.conversation.pk,
             content_type="tool_call",
             tool_call_id=transcript.call_id_of(row),
-        ).first()
+        ).last()  # the branch shown's: a model may use an id in two branches
         if call is not None:
             card, marker = transcript.entries([call, row], status=chat.status)
             parts.append(_partial("message", e=card, chat=chat, oob=True))

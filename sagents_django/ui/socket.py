@@ -2,8 +2,11 @@
 
 ``ws/sagents/html/<conversation>/`` follows one conversation for its page (the
 socket is a viewer, like one of the JSON protocol); ``ws/sagents/html/`` follows
-the user's newest conversations for the list page (live titles and the approvals
-badge; not a viewer: a list is not watching a turn); ``.../<conversation>/debug/``
+the user's conversations for a list (``?list=nav``: the conversation page's sidebar,
+``?current=<id>`` the one it shows; else the list page): live titles and the
+approvals badge from the newest ones' groups, and the whole list again when the
+owner's conversations are created, renamed or deleted anywhere (their owner's
+group, ``ui.live_lists``); not a viewer: a list is not watching a turn; ``.../<conversation>/debug/``
 is the inspector's debug stream (staff). A conversation's socket also joins the
 group of its filesystem scope (``runtime.file_scopes``), so its file panel follows
 the files other conversations sharing that scope change (their own file events
@@ -29,7 +32,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import uuid
 from typing import Any
+from urllib.parse import parse_qs
 
 try:
     from channels.db import database_sync_to_async
@@ -47,7 +52,7 @@ from sagents_django.scope import Scope
 from sagents_django.sequencing import Sequencer
 from sagents_django.sockets import AgentConsumerBase
 
-from . import fragments
+from . import fragments, live_lists
 
 STREAM_FRAME_SECONDS = 0.1
 """Streamed text is gathered this long into one frame (the runtime batches over
@@ -57,7 +62,7 @@ fragment sends the gathered text first, so frames keep the order of events."""
 logger = logging.getLogger(__name__)
 
 LIST_FOLLOWED = 20
-"""Conversations the list page follows (its newest ones)."""
+"""Conversations a list follows for their titles and approvals (its newest)."""
 MAX_CLIENT_FRAME = 1024
 
 
@@ -67,6 +72,11 @@ class ChatPageConsumer(AgentConsumerBase):
     files_group: str | None = None
     """The group of the conversation's filesystem scope (``groups.files_group``)."""
     followed: list[str]
+    list_view: live_lists.View = "page"
+    """Which list a list socket's page shows (``?list=nav``: the sidebar)."""
+    current: str | None = None
+    """The conversation the sidebar's page shows (``?current=``)."""
+    owner_group: str | None = None
     flusher: asyncio.Task[None] | None = None
     pending: list[str]
     sending: asyncio.Lock
@@ -96,6 +106,7 @@ class ChatPageConsumer(AgentConsumerBase):
                 await agent_server.asubscribe_debug(scope, cid, self.channel_name)
                 self.conversation = str(cid)
             else:
+                scope = await self.scope_of(cid)  # the user's, or a share's
                 await agent_server.asubscribe(scope, cid, self.channel_name)
                 self.conversation = str(cid)
                 self.start_viewing(self.conversation)
@@ -112,12 +123,51 @@ class ChatPageConsumer(AgentConsumerBase):
         return Sequencer(based=False)
 
     async def _follow_list(self, scope: Scope) -> None:
+        self._read_list_query()
+        key = live_lists.scope_owner_key(scope)
+        if key is not None:  # created, renamed or deleted, from anywhere
+            self.owner_group = groups.owner_group(key)
+            await layer.group_add(self.owner_group, self.channel_name)
         rows = await database_sync_to_async(services.list_conversations)(
             scope, limit=LIST_FOLLOWED
         )
-        for row in rows:
-            await layer.group_add(groups.conversation_group(row.pk), self.channel_name)
-            self.followed.append(str(row.pk))
+        for row in rows:  # their generated titles and approval counts
+            await self._follow(str(row.pk))
+
+    async def _follow(self, cid: str) -> None:
+        if cid not in self.followed:
+            await layer.group_add(groups.conversation_group(cid), self.channel_name)
+            self.followed.append(cid)
+
+    def _read_list_query(self) -> None:
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        if query.get("list") == ["nav"]:
+            self.list_view = "nav"
+        current = (query.get("current") or [""])[0]
+        try:
+            self.current = str(uuid.UUID(current)) if current else None
+        except ValueError:
+            self.current = None
+
+    async def _list_changed(self, message: dict[str, Any]) -> None:
+        """The owner's conversations changed: the list again, and (the sidebar of
+        the conversation renamed elsewhere) the page's title bar."""
+        assert self.agent_scope is not None
+        cid = str(message.get("conversation") or "")
+        change = (message.get("data") or {}).get("change")
+        if change == "created":
+            await self._follow(cid)
+        elif change == "deleted" and cid in self.followed:
+            self.followed.remove(cid)
+            await layer.group_discard(groups.conversation_group(cid), self.channel_name)
+        html = await database_sync_to_async(live_lists.redraw)(
+            self.agent_scope, self.list_view, self.current
+        )
+        if change == "renamed" and self.list_view == "nav" and cid == self.current:
+            html += await database_sync_to_async(live_lists.title_bar)(
+                self.agent_scope, cid
+            )
+        await self._emit(html)
 
     async def _follow_files(self, scope: Scope, cid: str) -> None:
         """Join the group of the conversation's filesystem scope: the file panel
@@ -143,6 +193,8 @@ class ChatPageConsumer(AgentConsumerBase):
             )
         if self.files_group is not None:
             await layer.group_discard(self.files_group, self.channel_name)
+        if self.owner_group is not None:
+            await layer.group_discard(self.owner_group, self.channel_name)
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None
@@ -172,8 +224,12 @@ class ChatPageConsumer(AgentConsumerBase):
         # is in one or the other (runtime.inflight).
         snapshot = await inflight.read(self.conversation)
         self.live.status = None  # read again: events may have been missed
+        self.live.tree_read = False  # (a switch of branches among them)
         html = await database_sync_to_async(fragments.resync)(
-            self.the_scope(), self.conversation, after, in_flight=snapshot
+            self.the_scope(self.conversation),
+            self.conversation,
+            after,
+            in_flight=snapshot,
         )
         await self._emit(html)
         held = self.rebase(self.conversation, snapshot.seq)
@@ -215,6 +271,10 @@ class ChatPageConsumer(AgentConsumerBase):
         if message.get("files"):
             await self._files_changed(message)
             return
+        if message.get("list"):
+            if self.conversation is None:
+                await self._list_changed(message)
+            return
         if self.conversation is None:
             html = await database_sync_to_async(fragments.for_list_event)(
                 self.agent_scope, message
@@ -235,7 +295,7 @@ class ChatPageConsumer(AgentConsumerBase):
         ):
             return  # the conversation's own group brought it, in order
         html = await database_sync_to_async(fragments.file_panel)(
-            self.agent_scope, self.conversation
+            self.the_scope(self.conversation), self.conversation
         )
         await self._emit(html)
 
@@ -252,10 +312,11 @@ class ChatPageConsumer(AgentConsumerBase):
             if message.get("event") == "llm_deltas":
                 # No database read: rendered here, gathered into fewer frames.
                 await self._emit(
-                    fragments.for_event(self.the_scope(), message), stream=True
+                    fragments.for_event(self.the_scope(self.conversation), message),
+                    stream=True,
                 )
                 continue
             html = await database_sync_to_async(fragments.for_event)(
-                self.the_scope(), message, self.live
+                self.the_scope(self.conversation), message, self.live
             )
             await self._emit(html)

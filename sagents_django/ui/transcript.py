@@ -16,7 +16,9 @@ from typing import Any, Literal
 from django.utils.safestring import SafeString
 
 from sagents_django.admin.presentation import pretty_json
+from sagents_django.budgets.texts import describe as describe_budget
 from sagents_django.models import DISPLAY_STATUSES, MESSAGE_TYPES, DisplayMessage
+from sagents_django.services.branches import Tree, path_filter
 
 from .markdown import render_markdown
 
@@ -33,6 +35,22 @@ STOPPED = {
 """The note beside a reply that did not finish, by its ``stop_reason``."""
 STOP_LABELS = {"cancelled": "stopped"}
 """The short mark on the reply itself ("cut off" for every other reason)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BranchNav:
+    """Which of the alternatives of a branch point a row shows (from 1)."""
+
+    index: int
+    count: int
+
+    @property
+    def previous(self) -> int:
+        return self.index - 1
+
+    @property
+    def next(self) -> int:
+        return self.index + 1 if self.index < self.count else 0
 
 
 @dataclass(kw_only=True, slots=True)
@@ -75,6 +93,8 @@ class Entry:
     """The viewer's rating of this reply (a ``ReplyFeedback``), if any."""
     usage: Any = None
     """On the last reply of a user turn: the turn's ``TurnUsage`` (all its runs)."""
+    branch: BranchNav | None = None
+    """On the first row after a branch point: ``< n / m >``."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -170,10 +190,15 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
             return Entry(kind="thinking", text=text, html=render_markdown(text), **base)
         case "error":
             text = _text(content.get("text", content.get("message", "")))
+            if content.get("error_type") == "budget_exhausted":
+                text = describe_budget(content.get("details"), exhausted=True) or text
             return Entry(kind="error", text=text, html=render_markdown(text), **base)
         case "notification":
             base["stopped"] = base["stop_label"] = ""  # the note says it itself
-            return Entry(kind="notification", text=_text(content.get("text")), **base)
+            text = _text(content.get("text"))
+            if "budget" in content:  # said again in the reader's language
+                text = describe_budget(content["budget"], exhausted=False) or text
+            return Entry(kind="notification", text=text, **base)
         case "tool_call":
             call_id = call_id_of(row)
             answer = answers.get(call_id)
@@ -221,10 +246,11 @@ def dom_id(value: Any) -> str:
 
 
 def tool_results_for(
-    conversation_id: Any, rows: list[DisplayMessage]
+    conversation_id: Any, rows: list[DisplayMessage], *, tree: Tree | None = None
 ) -> dict[str, Any]:
     """Results of the calls among ``rows`` that are outside ``rows`` (a page of
-    history cut between a call and its answer)."""
+    history cut between a call and its answer), in the branch shown (``tree``: a
+    model may use a call id in two branches)."""
     calls = {call_id_of(r) for r in rows if r.content_type == "tool_call"} - {""}
     have = {call_id_of(r) for r in rows if r.content_type == "tool_result"}
     missing = calls - have
@@ -235,4 +261,7 @@ def tool_results_for(
         content_type="tool_result",
         tool_call_id__in=missing,
     )
+    shown = path_filter(tree)
+    if shown is not None:
+        found = found.filter(shown)
     return {call_id_of(r): r for r in found}

@@ -17,6 +17,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 
 from sagents_django import services
+from sagents_django.budgets.reports import standings
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound
 from sagents_django.models import DataExport, DisplayMessage
 from sagents_django.runtime import agent_server
@@ -35,8 +36,9 @@ MAX_ID_DIGITS = 19
 @login_required
 @require_POST
 def rate(request: HttpRequest, conversation_id: str, message_id: int) -> HttpResponse:
-    """A thumbs up or down (``rating``: up, down) on a reply, with ``comment``."""
-    scope, found = owned(request, conversation_id)
+    """A thumbs up or down (``rating``: up, down) on a reply, with ``comment``
+    (the person's own word: a read share may give it too)."""
+    scope, found = owned(request, conversation_id, access="read")
     row = DisplayMessage.objects.filter(pk=message_id, conversation_id=found.pk).first()
     if row is None:
         raise Http404("Message not found.")
@@ -121,5 +123,6 @@ def my_usage(request: HttpRequest) -> HttpResponse:
             "totals": services.usage_totals(scope),
             "conversations": titled,
             "exports": DataExport.objects.filter(user_id=scope.user.pk)[:5],
+            "budgets": standings(scope),
         },
     )

@@ -31,7 +31,7 @@ from .common import done, is_htmx, owned
 @login_required
 @require_POST
 def decide(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    scope, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id, access="write")
     requests = approvals.pending_for(scope, found.pk)
     back = request.POST.get("next", "")
     if request.POST.get("action") == "dismiss":

@@ -15,13 +15,13 @@ from django.shortcuts import render
 from django.views.decorators.http import require_POST, require_safe
 
 from sagents_django.core import SagentsError
-from sagents_django.core.limits import MAX_MESSAGE_BYTES
+from sagents_django.core.transports import warm_litellm
 from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
 from sagents_django.runtime import agent_server
 from sagents_django.security import csp
 from sagents_django.ui.context import Chat
 
-from .common import done, owned, page_url
+from .common import done, message_problem, owned, page_url
 
 
 def _cursor(request: HttpRequest) -> int | str | None:
@@ -38,7 +38,7 @@ def _cursor(request: HttpRequest) -> int | str | None:
 @require_safe
 def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
     """The chat page; ``?before=<row id>`` shows the page of history before it."""
-    scope, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id, access="read")
     before = _cursor(request)
     if before == "bad":
         return HttpResponse("before must be a message id", status=400)
@@ -47,6 +47,9 @@ def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
         chat.rows  # noqa: B018  (a cursor of another conversation is bad input)
     except InvalidInput as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
+    # The person will send a message: the model library's import (seconds) starts
+    # now, not when the first turn needs it.
+    warm_litellm()
     return render(request, "sagents_django/conversation.html", {"chat": chat})
 
 
@@ -55,7 +58,7 @@ def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
 @require_safe
 def older(request: HttpRequest, conversation_id: str) -> HttpResponse:
     """The rows before ``?before=`` (htmx swaps them in above the list)."""
-    scope, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id, access="read")
     before = _cursor(request)
     if before is None or before == "bad":
         return HttpResponse("before must be a message id", status=400)
@@ -71,12 +74,11 @@ def older(request: HttpRequest, conversation_id: str) -> HttpResponse:
 @login_required
 @require_POST
 def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    scope, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id, access="write")
     text = request.POST.get("text", "")
-    if not text.strip():
-        return done(request, found, error="Write a message first.")
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_MESSAGE_BYTES:
-        return done(request, found, error="That message is too long.")
+    problem = message_problem(text)
+    if problem:
+        return done(request, found, error=problem)
     try:
         agent_server.add_message(scope, found.pk, text)
     except RunConflict:
@@ -94,7 +96,7 @@ def send(request: HttpRequest, conversation_id: str) -> HttpResponse:
 @login_required
 @require_POST
 def stop(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    scope, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id, access="write")
     agent_server.cancel(scope, found.pk)
     return done(request, found, status=204)
 
@@ -119,7 +121,7 @@ def reset(request: HttpRequest, conversation_id: str) -> HttpResponse:
 @require_POST
 def retry(request: HttpRequest, conversation_id: str) -> HttpResponse:
     """Run the agent again on the stored state (after a failed turn)."""
-    scope, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id, access="write")
     try:
         agent_server.execute(scope, found.pk)
     except (RunConflict, Conflict) as exc:

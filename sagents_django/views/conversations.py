@@ -18,10 +18,10 @@ from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.scope import get_scope
 from sagents_django.security import csp
 from sagents_django.ui import search
+from sagents_django.ui.live_lists import PAGE_SIZE
 
 from .common import done, is_htmx, owned, page_url
 
-LIST_SIZE = 100
 MAX_QUERY = 200
 SEARCH_SIZE = 100
 """Matches read for one search: folded to one result per conversation."""
@@ -51,7 +51,7 @@ def home(request: HttpRequest) -> HttpResponse:
         else:
             results = search.hits(found, query)
     # While searching, the results stand alone: the whole list is not read.
-    conversations = [] if query else services.list_conversations(scope, limit=LIST_SIZE)
+    conversations = [] if query else services.list_conversations(scope, limit=PAGE_SIZE)
     context = {
         "conversations": conversations,
         "query": query,

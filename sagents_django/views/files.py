@@ -27,7 +27,7 @@ def _path(request: HttpRequest) -> str:
 @login_required
 @require_safe
 def open_file(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    scope, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id, access="read")
     path = _path(request)
     stored = files.read(scope, found, path)
     if stored is None:
@@ -44,7 +44,7 @@ def open_file(request: HttpRequest, conversation_id: str) -> HttpResponse:
 @login_required
 @require_safe
 def download(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    scope, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id, access="read")
     path = _path(request)
     stored = files.read(scope, found, path)
     if stored is None:
@@ -70,7 +70,7 @@ def _attachment(name: str) -> str:
 @login_required
 @require_POST
 def upload(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    scope, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id, access="write")
     uploaded = request.FILES.get("file")
     if uploaded is None:
         return done(request, found, error="Choose a file to upload.")
@@ -88,7 +88,7 @@ def upload(request: HttpRequest, conversation_id: str) -> HttpResponse:
 @require_safe
 def panel(request: HttpRequest, conversation_id: str) -> HttpResponse:
     """The file panel alone (after an upload without the socket)."""
-    scope, found = owned(request, conversation_id)
+    scope, found = owned(request, conversation_id, access="read")
     from sagents_django.ui.context import Chat
 
     return render(

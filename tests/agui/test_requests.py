@@ -136,3 +136,35 @@ async def test_without_a_channel_layer_the_endpoint_says_so(
 
     assert status == 503, text
     assert not await DisplayMessage.objects.filter(conversation=conversation).aexists()
+
+
+async def test_a_read_share_may_follow_the_thread_but_not_run_it(site: Any) -> None:
+    from sagents_django.sharing.services import share
+
+    owner, conversation = await new_conversation("bob")
+    reader, _ = await new_conversation("alice")
+    await sync_to_async(share)(owner, conversation.pk, reader.user, "read")
+    client = await signed_in(reader)
+
+    status, _ = await post_run(client, run_input(str(conversation.pk), "Let me in"))
+    assert status == 404
+    response = await client.get(f"/agui/{conversation.pk}/")
+    assert response.status_code == 200
+    text = b"".join([c async for c in response.streaming_content]).decode()
+    assert parse_sse(text)[-1].event["type"] == "RUN_FINISHED"
+    assert not await DisplayMessage.objects.filter(conversation=conversation).aexists()
+
+
+async def test_a_write_share_runs_a_turn_in_the_owners_conversation(site: Any) -> None:
+    from sagents_django.sharing.services import share
+
+    site.script(reply("Hello, guest."))
+    owner, conversation = await new_conversation("bob")
+    writer, _ = await new_conversation("alice")
+    await sync_to_async(share)(owner, conversation.pk, writer.user, "write")
+    client = await signed_in(writer)
+
+    status, text = await post_run(client, run_input(str(conversation.pk), "Hi"))
+
+    assert status == 200, text
+    assert parse_sse(text)[-1].event["outcome"] == {"type": "success"}

@@ -213,7 +213,7 @@ def test_without_tools_it_echoes_the_user_and_explains_how_to_configure_a_model(
     assert reply.tool_calls == ()
     assert "What is the capital of France?" in reply.text
     assert "offline demo model" in reply.text
-    assert "SAGENTS_MODEL" in reply.text
+    assert 'SAGENTS["MODEL"] in your settings' in reply.text
 
 
 def test_asked_for_a_title_it_answers_with_six_words_of_the_first_message() -> None:
@@ -409,3 +409,28 @@ def test_registering_many_times_from_threads_adds_the_provider_once(
     ]
     assert len(entries) == 1
     assert DEMO_PROVIDER in litellm.provider_list
+
+
+def test_warming_imports_litellm_once_on_a_thread_of_its_own() -> None:
+    """What the chat page and a starting worker call: the import (seconds) runs
+    beside them, once per process, and leaves litellm ready with the demo model."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from sagents_django.core import transports
+assert "litellm" not in sys.modules  # importing the transports imports nothing
+transports.warm_litellm()
+first = transports._warming
+transports.warm_litellm()
+first.join(300)
+print(transports._warming is first, "litellm" in sys.modules, transports._demo_registered)
+transports.warm_litellm()
+print(transports._warming.is_alive())
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True", "False"]

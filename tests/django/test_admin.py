@@ -462,6 +462,16 @@ def test_a_conversation_without_state_says_so(
     assert b"No messages yet." in response.content
 
 
+def empty_inline(prefix: str) -> dict[str, str]:
+    """The management form of an inline with no rows (the sharing inlines)."""
+    return {
+        f"{prefix}-TOTAL_FORMS": "0",
+        f"{prefix}-INITIAL_FORMS": "0",
+        f"{prefix}-MIN_NUM_FORMS": "0",
+        f"{prefix}-MAX_NUM_FORMS": "1000",
+    }
+
+
 def test_the_run_history_is_a_read_only_inline(
     superuser_client: Client, owner: User
 ) -> None:
@@ -470,8 +480,8 @@ def test_the_run_history_is_a_read_only_inline(
     response = superuser_client.get(change_url(conversation))
 
     html = response.content.decode()
-    (formset,) = response.context["inline_admin_formsets"]
-    assert formset.opts.model is AgentRun
+    formsets = response.context["inline_admin_formsets"]
+    (formset,) = [f for f in formsets if f.opts.model is AgentRun]
     assert not formset.has_add_permission and not formset.has_change_permission
     cells = re.findall(r'<td class="field-(\w+)">\s*<p>(.*?)</p>', html)
     assert ("error", "provider timed out") in cells
@@ -496,6 +506,8 @@ def test_only_the_title_is_editable_and_the_owner_cannot_be_moved(
             "runs-MAX_NUM_FORMS": "1000",
             "runs-0-id": str(conversation.runs.get().pk),
             "runs-0-conversation": str(conversation.pk),
+            **empty_inline("shares"),
+            **empty_inline("share_links"),
         },
     )
 

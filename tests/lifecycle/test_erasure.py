@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.db.models import Sum
 
 from sagents_django import services
 from sagents_django.exceptions import InvalidInput, NotFound
@@ -27,6 +28,7 @@ from sagents_django.models import (
     StoredMcpServer,
     ToolCallRecord,
     TriggerEvent,
+    UsageEntry,
 )
 from sagents_django.runtime import agent_server
 from sagents_django.scope import Scope
@@ -143,6 +145,8 @@ async def test_erasing_a_user_leaves_nothing_of_them_in_any_store(
     export = await sync_to_async(request_export)(alice.user)
     assert export.status == "ready"
     bob_rows = await DisplayMessage.objects.filter(conversation=bobs_own.pk).acount()
+    books = await UsageEntry.objects.aaggregate(tokens=Sum("input_tokens"))
+    assert books["tokens"]  # the finished turn's model call
 
     report = await sync_to_async(erase_off_thread, thread_sensitive=False)(alice.user)
 
@@ -158,6 +162,8 @@ async def test_erasing_a_user_leaves_nothing_of_them_in_any_store(
     # apart, and the disk's /notes/deep directory is an entry of its own.
     assert removed["files"] == 6 and removed["stored_files"] == 2
     assert removed["live_keys"] >= 1
+    # That call's row and the cut-off one's (the cancelled turn's partial reply).
+    assert removed["usage_entries_anonymised"] == 2
     await turns_ended()  # the cancelled turn ended: nothing recreated after
 
     ids = [str(done.pk), str(running.pk)]
@@ -172,6 +178,9 @@ async def test_erasing_a_user_leaves_nothing_of_them_in_any_store(
         else:
             assert left == []
     assert await sync_to_async(storage_names)(export_storage()) == []
+    # The site's books keep every call's tokens, naming nobody.
+    assert await UsageEntry.objects.aaggregate(tokens=Sum("input_tokens")) == books
+    assert await UsageEntry.objects.filter(anonymised=False).acount() == 0
     # Bob's data is his still.
     assert (
         await DisplayMessage.objects.filter(conversation=bobs_own.pk).acount()

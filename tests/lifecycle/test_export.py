@@ -20,7 +20,7 @@ from sagents_django.admin.lifecycle import erase_users, export_users
 from sagents_django.core import TokenUsage
 from sagents_django.exceptions import InvalidInput
 from sagents_django.lifecycle.export import request_export
-from sagents_django.models import DataExport, ReplyFeedback
+from sagents_django.models import DataExport, ReplyFeedback, UsageEntry
 from sagents_django.tasks import build_export
 from tests.lifecycle import agents
 from tests.lifecycle.conftest import export_storage, storage_names
@@ -47,6 +47,18 @@ def alice(lifecycle_settings: Any) -> Any:
         usage=TokenUsage(input=10, output=5),
         cost=Decimal("0.002"),
         model="openai/gpt-4o-mini",
+    )
+    UsageEntry.objects.create(
+        created_at=run.created_at,
+        conversation_id=conversation.pk,
+        run_id=run.pk,
+        user=scope.user,
+        owner_key=str(scope.user.pk),
+        model="openai/gpt-4o-mini",
+        input_tokens=10,
+        output_tokens=5,
+        cost=Decimal("0.002"),
+        charged=Decimal("0.002"),
     )
     services.rate_reply(scope, answer.pk, rating="up", comment="Helpful")
     call = services.append_display_message(
@@ -105,6 +117,7 @@ def test_the_archive_holds_messages_files_approvals_feedback_and_usage(
     assert sorted(archive.namelist()) == sorted(
         [
             "account.json",
+            "usage_ledger.json",
             f"conversations/{conversation.pk}.json",
             f"files/{label}/a.md",
             f"files/{label}/exports/b.md",
@@ -121,6 +134,12 @@ def test_the_archive_holds_messages_files_approvals_feedback_and_usage(
     account = json.loads(archive.read("account.json"))
     assert account["usage"]["output_tokens"] == 5
     assert account["feedback_given"][0]["rating"] == "up"
+    [call] = json.loads(archive.read("usage_ledger.json"))
+    assert (call["model"], call["input_tokens"], call["cost"]) == (
+        "openai/gpt-4o-mini",
+        10,
+        "0.0020000000",
+    )
     assert archive.read(f"files/{label}/notes/deep/c.md") == b"alice's notes"
 
 

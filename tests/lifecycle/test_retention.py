@@ -21,7 +21,12 @@ from sagents_django import services
 from sagents_django.exceptions import NotFound
 from sagents_django.lifecycle import retention
 from sagents_django.lifecycle.retention import RetentionReport, apply_retention
-from sagents_django.models import AgentRun, AgentState, DisplayMessage
+from sagents_django.models import (
+    AgentRun,
+    AgentState,
+    ConversationBranch,
+    DisplayMessage,
+)
 from sagents_django.runtime import agent_server
 from sagents_django.scope import Scope
 from sagents_django.tasks import apply_retention as retention_task
@@ -146,6 +151,13 @@ def test_contents_mode_keeps_the_conversation_and_its_title(retained: Any) -> No
     old = idle(alice, 40)
     services.update_conversation(alice, old.pk, title="Keep me")
     services.save_agent_state(alice, old.pk, {"version": 1, "state": {}})
+    # A branch keeps an agent state of its own: emptied too.
+    ConversationBranch.objects.create(
+        conversation_id=old.pk,
+        number=0,
+        state_data={"version": 1, "state": {"messages": []}},
+        activated_at=timezone.now(),
+    )
     services.conversation_model().objects.filter(pk=old.pk).update(
         updated_at=timezone.now() - timedelta(days=40)
     )
@@ -156,6 +168,7 @@ def test_contents_mode_keeps_the_conversation_and_its_title(retained: Any) -> No
     assert services.get_conversation(alice, old.pk).title == "Keep me"
     assert not DisplayMessage.objects.filter(conversation=old.pk).exists()
     assert not AgentState.objects.filter(conversation=old.pk).exists()
+    assert not ConversationBranch.objects.filter(conversation=old.pk).exists()
     # Emptied ones are not chosen again.
     assert apply_retention().conversations == 0
 

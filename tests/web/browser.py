@@ -165,7 +165,8 @@ def wait_connected(page: Any) -> None:
     """The page's socket is open (its first resync has replaced the status)."""
     page.wait_for_function(
         "() => { const c = document.querySelector('#sg-chat');"
-        " return c && !c.classList.contains('sg-offline') && window.__sgOpen }"
+        " return c && !c.classList.contains('sg-offline') && window.__sgOpen"
+        " && window.__sgSynced }"
     )
 
 

@@ -75,6 +75,16 @@ def test_a_reply_is_rated_and_the_conversation_forked_from_its_turn(
             == "true"
         )
         assert first.locator("textarea").input_value() == "Short & <b>useful</b>"
+        # The socket's resync on opening replaced the recent rows: their forms
+        # still post through htmx, in place, with no page load.
+        page.evaluate("() => { window.__sgSamePage = true; }")
+        down = first.get_by_role("button", name="Bad reply")
+        if not down.is_visible():
+            first.locator("summary").click()
+        down.click()
+        page.locator(".sg-rated", has_text="rated bad").wait_for()
+        assert page.evaluate("() => window.__sgSamePage === true")
+        assert down.get_attribute("aria-pressed") == "true"
 
         # Fork from the first reply: a new conversation with the first turn only.
         page.locator(".sg-fork").nth(1).get_by_role(

@@ -201,12 +201,43 @@ def test_the_theme_switch_is_remembered_and_the_sidebar_folds(
 
     # Renaming: the tab's title and the sidebar follow.
     page.get_by_text("Rename").click()
+    shot(page, "ui-06b-rename-open")
     page.get_by_label("New title").fill("Renamed <b>here</b>")
     page.get_by_role("button", name="Save").click()
     page.locator("#sg-title-text", has_text="Renamed").wait_for()
     page.wait_for_function("() => document.title.startsWith('Renamed <b>here</b>')")
     assert nav.locator(f"#sg-title-{cid}").inner_text() == "Renamed <b>here</b>"
     page.get_by_role("button", name="Switch to the light theme").click()
+
+
+def test_another_tabs_new_conversation_and_rename_reach_this_tabs_sidebar(
+    open_tab: Any, site: Site
+) -> None:
+    page = open_tab("dark")
+    sign_in(page, site, "alice")
+    watched = new_conversation(page, site, title="Watched")
+    wait_connected(page)
+    page.wait_for_function("() => window.__sgListOpen")
+    nav = page.get_by_role("navigation", name="Conversations")
+
+    other = page.context.new_page()  # the same session, another tab
+    new_conversation(other, site, title="Made <i>elsewhere</i>")
+    nav.get_by_role("link", name="Made <i>elsewhere</i>").wait_for()
+
+    other.goto(f"{site.url}/c/{watched}/")
+    wait_connected(other)
+    other.set_viewport_size(PHONE)
+    other.get_by_text("Rename", exact=True).click()
+    shot(other, "ui-07b-rename-open-phone")
+    other.get_by_label("New title").fill("Renamed elsewhere")
+    other.get_by_role("button", name="Save").click()
+    page.locator("#sg-title-text", has_text="Renamed elsewhere").wait_for()
+    page.wait_for_function("() => document.title.startsWith('Renamed elsewhere')")
+    link = nav.get_by_role("link", name="Renamed elsewhere")
+    assert link.get_attribute("aria-current") == "page"
+    assert nav.locator("#sg-nav-list a").first.inner_text() == "Renamed elsewhere"
+    shot(page, "ui-07-other-tab-followed")
+    other.close()
 
 
 def test_search_shows_one_highlighted_snippet_per_conversation(

@@ -139,6 +139,7 @@ def test_the_header_sign_in_link_comes_back_to_a_chat_page_never_to_sign_out(
     inbox = client.get("/agents/inbox/", follow=True).content.decode()
     signed_out = alice_client.post("/accounts/logout/").content.decode()
 
-    assert "<nav" not in inbox  # the sign-in page: no link to itself
+    # The sign-in page: the theme switch, and no link to itself.
+    assert "sg-theme-form" in inbox and ">Sign in</a>" not in inbox
     assert '<nav aria-label="Account">' in signed_out
     assert 'href="/accounts/login/?next=/agents/">Sign in</a>' in signed_out

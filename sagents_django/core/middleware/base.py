@@ -9,7 +9,9 @@ Lifecycle (see the reference, 001):
 - ``__init__(**options)``: configuration, once when the agent is built.
 - ``attach(agent)``: the agent the middleware was added to (model, tools, id).
 - ``system_prompt()``, ``tools()``, ``callbacks()``: collected when the agent is built.
-- ``before_model(state)``: before every model call, in stack order.
+- ``before_model(state)``: before every model call, in stack order; may return
+  ``Stop(state, reason=..., message=...)`` to end the turn without calling the model
+  (a spend budget that is exhausted, a policy that refuses).
 - ``after_model(state)``: after every model response, in reverse stack order; may
   return ``Interrupt(state, data)`` to pause for a person.
 - ``review_tool_calls(state, calls, context)``: before the response's tool calls run,
@@ -80,6 +82,21 @@ class Interrupt:
 
 
 @dataclass(kw_only=True, slots=True)
+class Stop:
+    """Returned by ``before_model`` to end the turn before the model is called: the
+    turn's result is an error whose exception is ``TurnStopped`` (its ``reason`` a
+    stable code a runtime turns into a typed transcript row)."""
+
+    state: State
+    reason: str
+    """A stable code, e.g. ``"budget_exhausted"``."""
+    message: str
+    """What a person reads."""
+    data: dict[str, Any] = field(default_factory=dict)
+    """JSON details for the transcript row and the event."""
+
+
+@dataclass(kw_only=True, slots=True)
 class Resume:
     """Returned by ``handle_resume``: the interrupt is handled, go on from ``state``.
 
@@ -113,7 +130,7 @@ class Middleware:
     def callbacks(self) -> dict[str, Callable[..., Any]]:
         return {}
 
-    def before_model(self, state: State) -> MaybeAwaitable[State | Interrupt]:
+    def before_model(self, state: State) -> MaybeAwaitable[State | Interrupt | Stop]:
         return state
 
     def after_model(self, state: State) -> MaybeAwaitable[State | Interrupt]:

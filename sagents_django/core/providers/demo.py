@@ -48,8 +48,8 @@ NOTES_PATH = "/notes/demo.md"
 
 IDENTITY = "(I am the offline demo model: no API key needed.)"
 HOW_TO_CONFIGURE = (
-    'To talk to a real model, set SAGENTS["MODEL"] (or SAGENTS_MODEL in this '
-    "repository's project) to any litellm model string "
+    'To talk to a real model, set SAGENTS["MODEL"] in your settings to any '
+    "litellm model string "
     "(for example `openai/gpt-4o-mini`) and provide that provider's API key."
 )
 PLAN = (

@@ -52,7 +52,13 @@
     Array.prototype.slice.call(fragment.children).forEach(function (child) {
       if (!child.id || child.id === target.id) { return; }
       var existing = document.getElementById(child.id);
-      if (existing && !fragment.contains(existing)) { existing.replaceWith(child); }
+      if (existing && !fragment.contains(existing)) {
+        existing.replaceWith(child);
+        // Out of the fragment, htmx never sees it: its forms (rate, comment,
+        // fork) would post as plain forms and reload the page.
+        if (window.htmx) { window.htmx.process(child); }
+        decorate(child);
+      }
     });
   });
 
@@ -77,7 +83,10 @@
 
   // Every (re)open asks the server for what the page may have missed.
   document.addEventListener("htmx:wsOpen", function (event) {
-    if (!chatSocket(event)) { return; }
+    if (!chatSocket(event)) {
+      window.__sgListOpen = (window.__sgListOpen || 0) + 1;  // the list's socket
+      return;
+    }
     setConnection("");
     window.__sgOpen = (window.__sgOpen || 0) + 1;  // how many times it opened
     var chat = document.getElementById("sg-chat");
@@ -170,8 +179,10 @@
     if (box) { box.textContent = ""; }
     if (elt.hasAttribute("data-reset")) {
       elt.reset();
+      // No style attribute left behind, not even an empty one: htmx copies
+      // attributes when it settles a swap, and the CSP refuses inline styles.
       var text = elt.querySelector("#sg-text");
-      if (text) { text.style.height = ""; }
+      if (text) { text.removeAttribute("style"); }
     }
     // After sending, and after deciding on an approval (its form goes away),
     // the message box has the focus again.
@@ -245,8 +256,11 @@
     }
   });
 
-  // The message box grows with what is typed, up to its CSS max-height.
+  // The message box grows with what is typed, up to its CSS max-height: by CSS
+  // (field-sizing) where the browser can, else by setting its height here.
+  var sizedByCss = window.CSS && CSS.supports && CSS.supports("field-sizing", "content");
   function grow(box) {
+    if (sizedByCss) { return; }
     box.style.height = "auto";
     box.style.height = box.scrollHeight + 2 + "px";
   }
@@ -304,7 +318,10 @@
     var t = event.detail.target;
     // The first status after the message was taken is the turn's: from then on
     // the status says whether the agent works.
-    if (t && t.id === "sg-status" && sent) { sent = false; notSending(); }
+    if (t && t.id === "sg-status") {
+      window.__sgSynced = (window.__sgSynced || 0) + 1;  // each resync redraws it
+      if (sent) { sent = false; notSending(); }
+    }
     if (t && (t.id === "sg-title" || t.id === "sg-title-text")) { followTitle(); }
     decorate(t);
   });
@@ -366,10 +383,14 @@
       copy(body ? body.innerText : "", message);
     }
   });
-  // Rows the socket appends arrive by a swap into #sg-messages.
+  // Rows the socket appends arrive by a swap into #sg-messages, and a resync may
+  // replace #sg-messages itself: the whole scroller is watched.
   var observer = window.MutationObserver ? new MutationObserver(function (changes) {
     changes.forEach(function (change) {
-      change.addedNodes.forEach(function (node) { if (node.nodeType === 1) { decorate(node.parentNode || node); } });
+      change.addedNodes.forEach(function (node) {
+        if (node.nodeType !== 1) { return; }
+        if (node.matches(".sg-msg, #sg-messages") || node.querySelector(".sg-msg")) { decorate(node); }
+      });
     });
   }) : null;
 
@@ -417,8 +438,8 @@
       toggle.setAttribute("aria-expanded", String(navOpen()));
     }
     decorate(document);
-    var list = document.getElementById("sg-messages");
-    if (observer && list) { observer.observe(list, { childList: true }); }
+    var watched = scroller();
+    if (observer && watched) { observer.observe(watched, { childList: true, subtree: true }); }
     toBottom();
   });
 })();

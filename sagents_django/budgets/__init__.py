@@ -1,0 +1,1 @@
+"""Spend budgets over a usage ledger: the Django side of ``core.SpendBudget``."""

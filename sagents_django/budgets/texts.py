@@ -1,0 +1,72 @@
+"""What budgets say to people, translated when shown.
+
+Rows keep the numbers (``content["budget"]``), not only the sentence, so the chat
+page says it again in the reader's language (``ui.transcript``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext as _
+
+
+def _words(data: dict[str, Any]) -> dict[str, Any]:
+    period = {
+        "day": _("today's"),
+        "month": _("this month's"),
+        "total": _("the overall"),
+    }.get(data.get("period", ""), "")
+    scope = {
+        "site": _("the site"),
+        "owner": _("your organisation"),
+        "user": _("you"),
+        "conversation": _("this conversation"),
+    }.get(data.get("scope", ""), "")
+    return {**data, "period_words": period, "scope_words": scope}
+
+
+def exhausted_text(data: dict[str, Any]) -> str:
+    return _(
+        "Budget exhausted: %(period_words)s budget for %(scope_words)s is $%(limit)s "
+        "and $%(spent)s is used; the next model call would need about "
+        "$%(estimate)s. Ask an administrator to raise it."
+    ) % _words(data)
+
+
+def warning_text(data: dict[str, Any]) -> str:
+    return _(
+        "Near the budget: %(period_words)s budget for %(scope_words)s is $%(limit)s; "
+        "$%(remaining)s is left."
+    ) % _words(data)
+
+
+def approval_text(data: dict[str, Any]) -> str:
+    return _(
+        "Spending approval needed: %(period_words)s budget for %(scope_words)s is "
+        "$%(limit)s and $%(remaining)s is left. Someone allowed to raise budgets "
+        "must approve before the agent goes on."
+    ) % _words(data)
+
+
+def unpriced_text(data: dict[str, Any]) -> str:
+    return (
+        _(
+            "The model %(model)s has no price, and this site does not run unpriced "
+            "models while a budget applies."
+        )
+        % data
+    )
+
+
+def describe(data: Any, *, exhausted: bool) -> str | None:
+    """The sentence for a stored row's ``budget`` details, in the current language;
+    None when they are not what this module wrote."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        if data.get("reason") == "unpriced":
+            return unpriced_text(data)
+        return exhausted_text(data) if exhausted else warning_text(data)
+    except (KeyError, TypeError, ValueError):
+        return None

@@ -1,0 +1,41 @@
+"""Telling open sockets that a conversation's shares changed.
+
+A socket checks what it may do when it opens; a share revoked afterwards must
+reach it at once. After the change commits, a ``share.changed`` message goes to
+the conversation's group (every socket following it is there); each socket that
+follows it through a share asks again (``sockets.AgentConsumerBase``) and, left
+with nothing, closes (4404). Owners' sockets ignore it. Asking again instead of
+naming users covers groups, whose members the message would otherwise have to
+list. A layer that cannot be reached never fails the change itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+
+logger = logging.getLogger(__name__)
+
+
+def share_changed(conversation_id: Any) -> None:
+    """After commit: tell the conversation's sockets its shares changed."""
+    transaction.on_commit(lambda: _send(str(conversation_id)))
+
+
+def _send(conversation_id: str) -> None:
+    from sagents_django.runtime import groups, layer, loop
+
+    if layer.get_layer() is None:
+        return
+    message = {"type": "share.changed", "conversation": conversation_id}
+    future = loop.submit(
+        layer.group_send(groups.conversation_group(conversation_id), message)
+    )
+    try:
+        future.result(timeout=layer.HOP_TIMEOUT)
+    except Exception:
+        logger.warning(
+            "Could not tell the sockets of %s about a share", conversation_id
+        )
