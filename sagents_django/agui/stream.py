@@ -33,11 +33,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from sagents_django.exceptions import NotFound
 from sagents_django.models import ACTIVE_RUN_STATUSES, AgentRun
 from sagents_django.runtime import groups, inflight, layer
 from sagents_django.runtime.database import db
-from sagents_django.scope import Scope
+from sagents_django.scope import Scope, scope_class
 from sagents_django.sequencing import Sequencer
+from sagents_django.sharing.access import scope_for
 
 from . import snapshot as snapshots
 from .translate import AgUiEvent, Translator
@@ -132,6 +134,10 @@ async def stream(join: Join) -> AsyncIterator[Batch]:
                 yield None, await _check_run(join)
                 continue
             quiet_since = time.monotonic()
+            if message.get("type") == "share.changed" and await _share_gone(join):
+                # Revoked: nothing more of the thread may reach this client.
+                yield None, [{"type": "RUN_ERROR", "message": "No such thread"}]
+                return
             if message.get("type") != "agent.event":
                 continue
             for ready in sequencer.push(message.get("seq"), message):
@@ -212,6 +218,18 @@ def _end_from(
     return translator.finish(
         ended["status"], interrupt=snap.interrupt, error=ended.get("error")
     )
+
+
+async def _share_gone(join: Join) -> bool:
+    """Whether a stream followed through a share has lost it (``share.changed``)."""
+    if getattr(join.scope, "lent", None) is None:
+        return False  # the owner's own stream
+    own = await db(scope_class().for_user)(join.scope.user)
+    try:
+        await db(scope_for)(own, join.conversation.pk, access="read")
+    except NotFound:
+        return True
+    return False
 
 
 async def _check_run(join: Join) -> list[AgUiEvent]:

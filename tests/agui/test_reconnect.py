@@ -4,9 +4,11 @@ flight so far and the live rest: the reply once, nothing lost, nothing twice."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
 from sagents_django.models import AgentRun
@@ -128,3 +130,34 @@ async def test_a_stream_that_loses_events_resyncs_and_shows_the_reply_once(
         view.apply(received.event)
     assert view.texts() == [TEXT]
     assert events[-1].event["type"] == "RUN_FINISHED"
+
+
+async def test_a_revoked_share_ends_the_stream_it_followed(site: Any) -> None:
+    from sagents_django.sharing.services import revoke, share
+
+    site.script(reply(TEXT, chunks=len(WORDS), delay=0.03))
+    owner, conversation = await new_conversation("bob")
+    reader, _ = await new_conversation("alice")
+    await sync_to_async(share)(owner, conversation.pk, reader.user, "read")
+    owners = await signed_in(owner)
+    running = asyncio.ensure_future(
+        owners.post(
+            "/agui/",
+            run_input(str(conversation.pk), "Count"),
+            content_type="application/json",
+        )
+    )
+    while not await AgentRun.objects.filter(conversation=conversation).aexists():
+        await asyncio.sleep(0.02)  # the follower joins a running turn
+    follower = await (await signed_in(reader)).get(f"/agui/{conversation.pk}/")
+    _, stream, _ = await read_until(follower, lambda e: len(streamed(e)) > 20)
+
+    await sync_to_async(revoke)(owner, conversation.pk, reader.user)
+    rest = "".join([chunk.decode() async for chunk in stream])
+
+    assert parse_sse(rest)[-1].event == {
+        "type": "RUN_ERROR",
+        "message": "No such thread",
+    }
+    response = await running
+    b"".join([c async for c in response.streaming_content])  # the owner's: to the end
