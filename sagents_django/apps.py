@@ -51,3 +51,7 @@ class SagentsDjangoConfig(AppConfig):
 
         if expire_reservations not in sweeper.chores:
             sweeper.chores.append(expire_reservations)
+        from sagents_django.approvals import expiry
+
+        if expiry.expire_due not in sweeper.chores:
+            sweeper.chores.append(expiry.expire_due)

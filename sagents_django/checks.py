@@ -30,6 +30,8 @@ fails ``manage.py check`` instead of every turn:
 - E060 SHARE_WITH is not a dotted path to a function
 - E065 BUDGETS: not None or a dict of the shape ``budgets.config`` documents (a
   negative or absurd limit, an unknown scope or period, a bad UNPRICED rate...)
+- E070 APPROVALS: an unknown key, or a value of the wrong type (a permission not
+  named "app_label.codename", a QUORUM under 2...)
 - E015 FACTORY cannot be imported or is not callable
 - E017 AGENT_PERSISTENCE, E018 DISPLAY_PERSISTENCE: not a dotted path; E019 one of
   them cannot be imported or is not a class
@@ -86,6 +88,7 @@ IDS = {
     "EXPORT_STORAGE": "sagents_django.E055",
     "SHARE_WITH": "sagents_django.E060",
     "BUDGETS": "sagents_django.E065",
+    "APPROVALS": "sagents_django.E070",
 }
 """The check id of each key's type check."""
 
@@ -144,6 +147,9 @@ HINTS = {
     '"myapp.tenants.share_with", or leave it unset.',
     "BUDGETS": 'Leave it None (off), or e.g. {"DEFAULTS": [{"scope": "user", '
     '"period": "month", "limit": "20"}]}; docs/budgets.md lists every key.',
+    "APPROVALS": 'A dict such as {"PERMISSIONS": {"write_file": '
+    '"myapp.approve_writes"}, "HIGH_RISK": ["delete_file"]}; docs/approvals.md '
+    "lists its keys.",
 }
 
 

@@ -20,6 +20,7 @@ from typing import Any, Final, Literal, cast
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from sagents_django.approvals import config as approval_config
 from sagents_django.budgets.config import BudgetSettings
 from sagents_django.budgets.config import parse as parse_budgets
 from sagents_django.budgets.config import problem as budgets_problem
@@ -67,6 +68,8 @@ DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType(
         # approval is decided or dismissed) or "dismiss" (the approval is dismissed,
         # the transcript says so, and the message is answered at once).
         "WHILE_APPROVAL_PENDING": "hold",
+        # Approval routing, quorum and expiry (approvals/config.py says each key).
+        "APPROVALS": {},
         # Follow-up turns of queued messages in a row before the chain is stopped.
         "MAX_QUEUED_ROUNDS": 10,
         # Seconds without a run, a viewer or a touch before a conversation counts as
@@ -333,6 +336,7 @@ VALIDATORS: Final[Mapping[str, Callable[[Any], str | None]]] = MappingProxyType(
         "FILESYSTEM_SCOPE": _filesystem_scope,
         "DOUBLE_TEXT": _double_text,
         "WHILE_APPROVAL_PENDING": _approval_pending,
+        "APPROVALS": approval_config.problem,
         "MAX_QUEUED_ROUNDS": _positive_int("rounds"),
         "INACTIVITY_TIMEOUT": _positive_int("seconds", allow_none=True),
         "DELTA_WINDOW_MS": _positive_int("milliseconds"),
@@ -457,6 +461,10 @@ class SagentsSettings:
     @property
     def WHILE_APPROVAL_PENDING(self) -> str:
         return cast(str, valid("WHILE_APPROVAL_PENDING"))
+
+    @property
+    def APPROVALS(self) -> approval_config.ApprovalSettings:
+        return approval_config.read(valid("APPROVALS"))
 
     @property
     def MAX_QUEUED_ROUNDS(self) -> int:

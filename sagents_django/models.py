@@ -521,6 +521,10 @@ class ConversationBranch(models.Model):
 
 
 # Per-user and per-tenant MCP servers: their rules live beside the MCP client.
+from sagents_django.approvals.models import (  # noqa: E402
+    ApprovalRequest as ApprovalRequest,
+)
+from sagents_django.approvals.models import ApprovalVote as ApprovalVote  # noqa: E402
 from sagents_django.budgets.models import Budget as Budget  # noqa: E402
 from sagents_django.budgets.models import BudgetCounter as BudgetCounter  # noqa: E402
 from sagents_django.budgets.models import (  # noqa: E402

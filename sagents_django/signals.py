@@ -31,6 +31,9 @@ title_generated = Signal()
 feedback_given = Signal()
 conversation_changed = Signal()
 budget_threshold_reached = Signal()
+approval_requested = Signal()
+"""An approval request waits for people: ``request``, ``link``, ``still_needed``
+(``sagents_django.approvals.signals``)."""
 
 
 def send_after_commit(signal: Signal, *, sender: Any, **kwargs: Any) -> None:

@@ -24,6 +24,7 @@ urlpatterns = [
     path("new/", conversations.new, name="new"),
     path("inbox/", approvals.inbox, name="inbox"),
     path("inbox/count/", approvals.inbox_count, name="inbox_count"),
+    path("approvals/<str:token>/", approvals.link, name="approval_link"),
     path("usage/", actions.my_usage, name="my_usage"),
     path("usage/export/", exports.export, name="export"),
     path("usage/export/<uuid:export_id>/", exports.download, name="download_export"),

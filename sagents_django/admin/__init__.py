@@ -18,6 +18,7 @@ import swapper
 from django.contrib import admin
 from django.contrib.admin import AdminSite
 
+from sagents_django.admin.approvals import ApprovalRequestAdmin
 from sagents_django.admin.budgets import BudgetAdmin, UsageEntryAdmin
 from sagents_django.admin.conversations import AgentRunInline, ConversationAdmin
 from sagents_django.admin.feedback import ReplyFeedbackAdmin
@@ -35,6 +36,7 @@ from sagents_django.admin.triggers import TriggerEventAdmin
 from sagents_django.models import (
     AgentRun,
     AgentState,
+    ApprovalRequest,
     Budget,
     DataExport,
     DisplayMessage,
@@ -50,6 +52,7 @@ __all__ = [
     "AgentRunAdmin",
     "AgentRunInline",
     "AgentStateAdmin",
+    "ApprovalRequestAdmin",
     "BudgetAdmin",
     "ConversationAdmin",
     "DataExportAdmin",
@@ -82,6 +85,7 @@ def register(site: AdminSite) -> None:
     site.register(DataExport, DataExportAdmin)
     site.register(Budget, BudgetAdmin)
     site.register(UsageEntry, UsageEntryAdmin)
+    site.register(ApprovalRequest, ApprovalRequestAdmin)
 
 
 register(admin.site)

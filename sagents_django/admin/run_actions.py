@@ -23,6 +23,7 @@ from django.contrib import admin, messages
 from django.db import models
 from django.http import HttpRequest
 
+from sagents_django.approvals import records
 from sagents_django.core.approvals import interrupt_from_dict
 from sagents_django.core.exceptions import SagentsError
 from sagents_django.exceptions import Conflict, NotFound, RunConflict
@@ -84,7 +85,7 @@ def cancel_one(run: AgentRun) -> Outcome:
     return messages.SUCCESS, "cancel requested; the turn stops at its next step"
 
 
-def resume_one(run: AgentRun, decision: str) -> Outcome:
+def resume_one(run: AgentRun, decision: str, user: Any = None) -> Outcome:
     if run.status != "interrupted":
         raise Skip(f"nothing to resume ({run.status})")
     _require_latest(run, "nothing to resume")
@@ -105,7 +106,8 @@ def resume_one(run: AgentRun, decision: str) -> Outcome:
             "conversation's page instead"
         )
     decisions = [{"type": decision}] * len(requests)
-    new = _server().resume(run_scope(run), run.conversation_id, decisions)
+    with records.acting(user, via="admin"):
+        new = _server().resume(run_scope(run), run.conversation_id, decisions)
     count = len(requests)
     verb = "approved" if decision == "approve" else "rejected"
     plural = "s" if count != 1 else ""
@@ -180,14 +182,24 @@ def cancel_runs(
 def resume_approve_all(
     model_admin: admin.ModelAdmin, request: HttpRequest, queryset: models.QuerySet
 ) -> None:
-    apply(model_admin, request, queryset, lambda run: resume_one(run, "approve"))
+    apply(
+        model_admin,
+        request,
+        queryset,
+        lambda run: resume_one(run, "approve", request.user),
+    )
 
 
 @admin.action(description="Resume: reject all pending actions", permissions=["operate"])
 def resume_reject_all(
     model_admin: admin.ModelAdmin, request: HttpRequest, queryset: models.QuerySet
 ) -> None:
-    apply(model_admin, request, queryset, lambda run: resume_one(run, "reject"))
+    apply(
+        model_admin,
+        request,
+        queryset,
+        lambda run: resume_one(run, "reject", request.user),
+    )
 
 
 @admin.action(

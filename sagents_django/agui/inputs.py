@@ -101,6 +101,7 @@ def from_object(raw: Any) -> RunInput:
                 "interruptId": entry.interrupt_id,
                 "status": entry.status,
                 "payload": entry.payload,
+                "metadata": entry.metadata,
             }
             for entry in model.resume
         ]

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from sagents_django.approvals.deciding import Vote
+from sagents_django.approvals.records import arguments_hash
 from sagents_django.core import interrupt_from_dict
 from sagents_django.core.exceptions import SerializationError
 from sagents_django.exceptions import Conflict, InvalidInput
@@ -49,6 +51,7 @@ def _interrupt(request: Any) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "toolName": request.tool_name,
         "arguments": request.arguments,
+        "argumentsHash": arguments_hash(request.arguments),
         "allowedDecisions": allowed,
     }
     if request.subagent:
@@ -88,10 +91,13 @@ def response_schema(
     return {"oneOf": one_of}
 
 
-def decisions_for(entries: list[dict[str, Any]], interrupt_data: Any) -> Any:
-    """Our decisions (one per action request, in the interrupt's order) for AG-UI
-    resume entries, or ``DISMISS``. ``InvalidInput`` when the entries do not answer
-    exactly the pending interrupts (the decisions' own checks follow in resume)."""
+def votes_for(entries: list[dict[str, Any]], interrupt_data: Any) -> Any:
+    """Votes (one per action request, in the interrupt's order) for AG-UI resume
+    entries, or ``DISMISS``, for ``approvals.deciding`` (the one function every
+    door decides through: who may decide, how many approvers, stale arguments).
+    ``InvalidInput`` when the entries do not answer exactly the pending interrupts.
+    An entry's ``metadata.argumentsHash`` (the interrupt's, echoed) says which
+    arguments the person saw; without it, the pending request's."""
     requests = _requests(interrupt_data)
     if not requests:
         raise Conflict("Nothing to resume: no approval is pending")
@@ -110,7 +116,20 @@ def decisions_for(entries: list[dict[str, Any]], interrupt_data: Any) -> Any:
         raise InvalidInput(f"resume leaves pending interrupts unanswered: {missing!r}")
     if all(by_id[w]["status"] == "cancelled" for w in wanted):
         return DISMISS
-    return [_decision(by_id[w]) for w in wanted]
+    return [
+        Vote(
+            tool_call_id=r.tool_call_id,
+            arguments_hash=_seen_hash(by_id[r.tool_call_id], r.arguments),
+            decision=_decision(by_id[r.tool_call_id]),
+        )
+        for r in requests
+    ]
+
+
+def _seen_hash(entry: dict[str, Any], arguments: Any) -> str:
+    meta = entry.get("metadata")
+    given = meta.get("argumentsHash") if isinstance(meta, dict) else None
+    return given if isinstance(given, str) else arguments_hash(arguments)
 
 
 def _decision(entry: dict[str, Any]) -> Any:

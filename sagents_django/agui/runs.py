@@ -4,6 +4,7 @@ decisions that resume a paused one (for the HTTP endpoint and the socket alike).
 from __future__ import annotations
 
 from sagents_django import services
+from sagents_django.approvals import deciding
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.runtime import agent_server
 from sagents_django.scope import Scope
@@ -13,6 +14,10 @@ from . import interrupts, snapshot
 from .inputs import RunInput
 from .stream import Join
 from .translate import Translator
+
+VIA = "api"
+"""How an approval decided here is recorded in the approvals' audit trail (a
+programmatic client; the trail's channels are a closed set)."""
 
 
 def start(scope: Scope, run_input: RunInput) -> Join:
@@ -25,11 +30,13 @@ def start(scope: Scope, run_input: RunInput) -> Join:
     translator = Translator(thread_id=run_input.thread_id, run_id=run_input.run_id)
     if run_input.resume:
         pending = snapshot.pending(conversation)
-        decisions = interrupts.decisions_for(run_input.resume, pending)
-        if decisions == interrupts.DISMISS:
-            translator.follows = agent_server.dismiss(scope, conversation.pk)
+        votes = interrupts.votes_for(run_input.resume, pending)
+        if votes == interrupts.DISMISS:
+            translator.follows = deciding.dismiss(scope.user, conversation.pk, via=VIA)
         else:
-            translator.follows = agent_server.resume(scope, conversation.pk, decisions)
+            outcome = deciding.decide(scope.user, conversation.pk, votes, via=VIA)
+            # None: more approvers are needed; the stream shows it still pending.
+            translator.follows = outcome.run_id
             translator.resumed_here = True
         return Join(scope=scope, conversation=conversation, translator=translator)
     if run_input.text is None or snapshot.knows_message(

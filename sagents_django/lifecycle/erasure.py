@@ -16,7 +16,9 @@ per transaction, each batch locking its conversations and their active runs, so 
 turn that a message started meanwhile is cancelled and waited for too; then the
 keys. Usage on the runs goes with them (the report keeps the totals); the usage
 ledger stays, anonymised (``budgets.lifecycle``): the site's books keep every
-call's tokens and cost, and lose whom it names.
+call's tokens and cost, and lose whom it names. Approval records are anonymised,
+not removed: the audit of who oversaw an agent's action stays without the person
+(``approvals.erasure`` says why).
 
 Conversations of a team or organisation are the owner's, not a member's:
 ``erase_user`` removes the conversations owned by the user (a site whose
@@ -37,6 +39,7 @@ from django.core.files.storage import storages
 from django.db import models, transaction
 from django.db.models import Sum
 
+from sagents_django.approvals.erasure import anonymise
 from sagents_django.budgets.lifecycle import anonymise as anonymise_ledger
 from sagents_django.budgets.lifecycle import entries_of as ledger_entries
 from sagents_django.conf import sagents_settings
@@ -129,7 +132,14 @@ def erase_user(
     ]
     ledger = Ledger(user_pk=user.pk, owner_pk=user.pk)
     return _erase(
-        f"user {user.pk}", scope, conversations, outside, dry_run, wait, ledger
+        f"user {user.pk}",
+        scope,
+        conversations,
+        outside,
+        dry_run,
+        wait,
+        ledger,
+        user=user,
     )
 
 
@@ -200,6 +210,8 @@ def _erase(
     dry_run: bool,
     wait: float,
     ledger: Ledger,
+    *,
+    user: Any = None,
 ) -> ErasureReport:
     report = ErasureReport(subject=subject, dry_run=dry_run)
     ids = list(conversations.values_list("pk", flat=True))
@@ -216,6 +228,7 @@ def _erase(
     if dry_run:
         _count(report, ids, outside)
         report.add("usage_entries_anonymised", entries.count())
+        _anonymise_approvals(report, ids, user, dry_run=True)
         return report
     report.runs_cancelled = _cancel_and_wait(scope, ids, wait)
     files = stores.remove_files(scope, stores.file_scopes(scope, conversations))
@@ -232,6 +245,7 @@ def _erase(
         _, per_model = queryset.delete()
         _merge(report, per_model)
     report.add("usage_entries_anonymised", ledger.anonymise(entries))
+    _anonymise_approvals(report, ids, user, dry_run=False)
     report.add("live_keys", stores.forget_live_state(str(pk) for pk in ids))
     return report
 
@@ -250,6 +264,15 @@ class Ledger:
 
     def anonymise(self, entries: models.QuerySet) -> int:
         return anonymise_ledger(entries, user_pk=self.user_pk, owner_pk=self.owner_pk)
+
+
+def _anonymise_approvals(
+    report: ErasureReport, ids: list[Any], user: Any, *, dry_run: bool
+) -> None:
+    """The approval audit stays, without the subject (``approvals.erasure`` says
+    why): counted apart from what was removed."""
+    for name, count in anonymise(ids, user=user, dry_run=dry_run).items():
+        report.add(name, count)
 
 
 def _count(report: ErasureReport, ids: list[Any], outside: list[Any]) -> None:

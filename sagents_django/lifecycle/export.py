@@ -1,10 +1,11 @@
 """A user's data as a zip, built once and downloaded once by that user.
 
 The archive holds ``account.json`` (the user's usage totals, the feedback they gave
-anywhere, their MCP servers: names and URLs, never secrets), one
-``conversations/<id>.json`` per conversation they own (its messages as shown,
-approvals decided in it, feedback on it, its runs with their usage),
-``usage_ledger.json`` (one row per model call of theirs: model, tokens, cost), and
+anywhere, their votes on approval requests anywhere, their MCP servers: names and
+URLs, never secrets), one ``conversations/<id>.json`` per conversation they own (its
+messages as shown, approvals decided in it with each request's audit chain,
+feedback on it, its runs with their usage), ``usage_ledger.json`` (one row per
+model call of theirs: model, tokens, cost), and
 ``files/<scope>/<path>`` for every file of the filesystems their conversations
 used, read through the site's backends as erasure deletes them (``stores``).
 
@@ -35,6 +36,8 @@ from django.http import Http404
 from django.utils import timezone
 
 from sagents_django import services
+from sagents_django.approvals import audit
+from sagents_django.approvals.models import ApprovalRequest, ApprovalVote
 from sagents_django.budgets import lifecycle as ledger
 from sagents_django.conf import sagents_settings
 from sagents_django.core.filesystem import registry
@@ -199,6 +202,18 @@ def _account(user: Any, scope: Scope) -> dict[str, Any]:
                 "conversation_id", "message_id", "rating", "comment", "created_at"
             )
         ),
+        "approval_votes": [
+            {
+                "request": str(v.request_id),
+                "tool_name": v.request.tool_name,
+                "arguments_hash": v.request.arguments_hash,
+                "decision": v.decision,
+                "reason": v.reason,
+                "via": v.via,
+                "at": v.created_at,
+            }
+            for v in ApprovalVote.objects.filter(user=user).select_related("request")
+        ],
         "mcp_servers": list(
             StoredMcpServer.objects.filter(user=user).values(
                 "name", "url", "tools", "enabled", "created_at"
@@ -240,6 +255,14 @@ def _conversation(conversation: Any) -> dict[str, Any]:
             }
             for m in messages
             if isinstance(m["metadata"], dict) and "hitl_decision" in m["metadata"]
+        ],
+        "approval_requests": [
+            audit.chain(row)
+            for row in ApprovalRequest.objects.filter(
+                conversation_ref=str(conversation.pk)
+            )
+            .order_by("created_at", "index")
+            .prefetch_related("votes")
         ],
         "feedback": list(
             ReplyFeedback.objects.filter(conversation=conversation).values(

@@ -25,6 +25,7 @@ from typing import Any
 from django.db import transaction
 
 from sagents_django import services
+from sagents_django.approvals import records as approval_records
 from sagents_django.conf import sagents_settings
 from sagents_django.core import State
 from sagents_django.core.approvals import decisions_from_list, interrupt_from_dict
@@ -234,6 +235,7 @@ def resume(
             queued=take_held(pk),
         )
         run = _begin(scope, pk, "resume", request)
+        approval_records.on_resume(scope, pk, checked, run)
     return str(run.pk)
 
 
@@ -266,6 +268,7 @@ def _abandon(scope: Scope, pk: Any, *, reason: str) -> AgentRun:
     state = load_state(scope, conversation)
     revision = services.state_revision(scope, pk)
     calls = _pending_calls(state.interrupt_data or {})
+    approval_records.close_open(pk, status="dismissed", user=scope.user)
     request = RunRequest(scope=scope.to_dict(), queued=take_held(pk))
     run = services.begin_run(scope, pk, trigger="dismiss", metadata=request.to_dict())
     services.save_agent_state(

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from django.db import transaction
 
 from sagents_django import services
+from sagents_django.approvals import records as approval_records
 from sagents_django.core import AgentResult, TokenUsage
 from sagents_django.core.persistence import PersistenceContext, SyntheticMessage
 from sagents_django.exceptions import RunConflict
@@ -282,6 +283,11 @@ def end_within(
         cost=ending.cost,
         model=ending.model,
     )
+    if run.trigger == "resume":
+        # The decided calls it carried out: what they did goes on their requests.
+        approval_records.settle(run, ending.status)
+    if ending.status == "interrupted":
+        approval_records.record_interrupt(locked, ending.interrupt_data)
     follow = None
     if ending.status != "interrupted":
         # Paused for approval: the queued messages wait for the decision.

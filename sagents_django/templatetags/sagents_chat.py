@@ -37,7 +37,7 @@ from sagents_django.ui.context import Chat
 from sagents_django.ui.live_lists import NAV_SIZE
 from sagents_django.ui.markdown import render_markdown
 from sagents_django.ui.theme import chosen_theme
-from sagents_django.ui.transcript import dom_id
+from sagents_django.ui.transcript import dom_id, sender_label
 
 register = template.Library()
 
@@ -178,3 +178,11 @@ def sg_one_line(value: Any) -> str:
 @register.filter
 def sg_dom_id(value: Any) -> str:
     return dom_id(value)
+
+
+@register.simple_tag
+def sagents_sender(entry: Any, chat: Any) -> str:
+    """Who wrote the person's message ``entry``, for the viewer of ``chat``."""
+    scope = getattr(chat, "scope", None)
+    viewer = getattr(getattr(scope, "user", None), "pk", None)
+    return sender_label(entry, viewer, lent=getattr(chat, "lent", None) is not None)

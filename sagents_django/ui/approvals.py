@@ -21,6 +21,7 @@ from typing import Any
 from django.http import QueryDict
 
 from sagents_django.admin.presentation import pretty_json
+from sagents_django.approvals.records import arguments_hash
 from sagents_django.core.approvals import CustomInterrupt, interrupt_from_dict
 from sagents_django.core.exceptions import SerializationError
 from sagents_django.models import AgentRun, AgentState
@@ -67,6 +68,13 @@ class Request:
     preview: previews.Preview | None = None
     chosen: str = ""
     """The decision to show selected ("" : the first allowed)."""
+    arguments_hash: str = ""
+    """The hash of the arguments shown: the form posts it back (``hash-<i>``), and a
+    decision on other arguments (a stale page) is refused."""
+    settled: str = ""
+    """A request of the interrupt already decided (its status), shown without inputs."""
+    approvals_needed: int = 1
+    approvals_given: int = 0
     reason: str = ""
     error: str = ""
 
@@ -102,6 +110,7 @@ def requests_of(interrupt_data: Any) -> list[Request]:
             values=dict(r.arguments),
             schema=r.parameters,
             fields=approval_fields.fields_for(r.parameters, r.arguments),
+            arguments_hash=arguments_hash(r.arguments),
         )
         for i, r in enumerate(interrupt.action_requests)
     ]
@@ -118,15 +127,24 @@ def with_previews(
 
 def pending_for(scope: Scope, conversation_id: Any) -> list[Request]:
     value = (
-        _waiting(scope)
+        waiting(scope)
         .filter(conversation_id=conversation_id)
         .values_list("state_data__state__interrupt_data", flat=True)
         .first()
     )
-    return requests_of(value)
+    requests = requests_of(value)
+    if requests:
+        from sagents_django.approvals import records
+
+        from .approval_inbox import annotate
+
+        records.ensure(conversation_id)
+        rows = {r.tool_call_id: r for r in records.open_requests(conversation_id)}
+        annotate(requests, rows, user=scope.user)
+    return requests
 
 
-def _waiting(scope: Scope) -> Any:
+def waiting(scope: Scope) -> Any:
     # A resume already under way has answered the interrupt (its run clears it).
     answered = AgentRun.objects.active().values("conversation_id")
     return (
@@ -140,29 +158,18 @@ def _waiting(scope: Scope) -> Any:
 
 
 def inbox(scope: Scope, *, limit: int = 50) -> list[Pending]:
-    """Every conversation of ``scope`` waiting for approval, newest first."""
-    states = (
-        _waiting(scope)
-        .select_related("conversation")
-        .order_by("-updated_at", "-pk")
-        .only("conversation", "state_data", "updated_at")[:limit]
-    )
-    out = []
-    for state in states:
-        data = state.state_data if isinstance(state.state_data, dict) else {}
-        inner = data.get("state")
-        if not isinstance(inner, dict):
-            continue
-        requests = requests_of(inner.get("interrupt_data"))
-        if requests:
-            with_previews(scope, state.conversation, requests)
-            out.append(Pending(conversation=state.conversation, requests=requests))
-    return out
+    """Every conversation waiting for ``scope``'s user, newest first: their own and
+    those they may decide by permission (``approval_inbox``)."""
+    from .approval_inbox import inbox as across
+
+    return across(scope.user, scope, limit=limit)
 
 
 def inbox_count(scope: Scope) -> int:
     """How many conversations wait for the person (the header's badge)."""
-    return int(_waiting(scope).count())
+    from .approval_inbox import inbox_count as count
+
+    return count(scope.user, scope)
 
 
 def decisions_from_post(
@@ -175,6 +182,8 @@ def decisions_from_post(
     decisions: list[dict[str, Any]] = []
     failed = False
     for r in requests:
+        if r.settled:
+            continue  # decided already (a quorum's other requests wait)
         i = r.index
         kind = post.get(f"decision-{i}", "")
         where = f"Action {i + 1}"

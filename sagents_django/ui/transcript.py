@@ -85,6 +85,9 @@ class Entry:
     """Why the message this row ends did not finish (``STOPPED``), else empty."""
     started_by: str = ""
     """What started the turn of a message a trigger wrote (``sagents_django.triggers``)."""
+    sent_by: dict[str, Any] | None = None
+    """Who sent a person's message through a share (``{"id", "name"}``); None: the
+    owner's scope sent it."""
     stop_label: str = ""
     """The mark on the reply itself: "stopped" or "cut off" (empty: it finished)."""
     stop_details: str = ""
@@ -159,6 +162,24 @@ def _started_by(metadata: dict[str, Any]) -> str:
     return label if isinstance(label, str) else ""
 
 
+def _sent_by(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    sent_by = metadata.get("sent_by")
+    return sent_by if isinstance(sent_by, dict) else None
+
+
+def sender_label(entry: Entry, viewer_pk: Any, *, lent: bool) -> str:
+    """Who wrote a person's message, as the viewer reads it: "You", the name of
+    whoever sent it through a share, or (to someone the conversation is shared
+    with) "The owner"."""
+    sent_by = entry.sent_by
+    if sent_by is not None:
+        if viewer_pk is not None and str(sent_by.get("id")) == str(viewer_pk):
+            return "You"
+        name = sent_by.get("name")
+        return name if isinstance(name, str) and name else "Someone"
+    return "The owner" if lent else "You"
+
+
 def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
     content = content_of(row)
     base: dict[str, Any] = {
@@ -183,6 +204,7 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
                 html=render_markdown(text),
                 queued=bool(metadata.get("queued")) and row.message_type == "user",
                 started_by=_started_by(metadata),
+                sent_by=_sent_by(metadata),
                 **base,
             )
         case "thinking":

@@ -45,6 +45,7 @@ async def test_a_paused_run_ends_with_one_interrupt_per_action_request(
     schemas = interrupt["responseSchema"]["oneOf"]
     kinds = [s["properties"]["type"]["const"] for s in schemas]
     assert kinds == list(interrupt["metadata"]["sagents"]["allowedDecisions"])
+    assert interrupt["metadata"]["sagents"]["argumentsHash"]
     edit = next(s for s in schemas if s["properties"]["type"]["const"] == "edit")
     # The edit's arguments are described by the tool's own JSON schema.
     assert "file_path" in edit["properties"]["arguments"]["properties"]
@@ -82,6 +83,14 @@ async def test_a_decision_the_request_does_not_allow_is_refused_and_changes_noth
     bad = [
         [{"interruptId": "nope", "status": "resolved", "payload": {"type": "approve"}}],
         [{"interruptId": "w1", "status": "resolved", "payload": {"type": "explode"}}],
+        [  # approved on other arguments than the request's (a stale view)
+            {
+                "interruptId": "w1",
+                "status": "resolved",
+                "payload": {"approved": True},
+                "metadata": {"argumentsHash": "0" * 64},
+            }
+        ],
         [
             {"interruptId": "w1", "status": "resolved", "payload": {"approved": True}},
             {"interruptId": "w1", "status": "resolved", "payload": {"approved": True}},

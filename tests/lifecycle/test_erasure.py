@@ -15,6 +15,8 @@ from django.db import connection
 from django.db.models import Sum
 
 from sagents_django import services
+from sagents_django.approvals.models import ApprovalRequest, ApprovalVote
+from sagents_django.approvals.records import arguments_hash
 from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.lifecycle import stores
 from sagents_django.lifecycle.erasure import erase_owner, erase_user
@@ -107,6 +109,57 @@ def seed_rows(scope: Scope, other: Scope, conversation: Any, run_id: Any) -> Non
     StoredMcpServer.objects.create(
         user=scope.user, name="mine", url=f"https://mcp.example.com/{SECRET}"
     )
+    seed_approvals(scope, other, conversation, run, bobs)
+
+
+def seed_approvals(
+    scope: Scope, other: Scope, conversation: Any, run: Any, bobs: Any
+) -> None:
+    """An approval alice asked and bob decided, and one bob asked that alice
+    decided: the audit stays, without alice."""
+    arguments = {"file_path": f"/{SECRET}.md"}
+    mine = ApprovalRequest.objects.create(
+        conversation_id=conversation.pk,
+        conversation_ref=str(conversation.pk),
+        run=run,
+        run_ref=str(run.pk),
+        requested_by=scope.user,
+        requested_by_label="alice",
+        tool_name="write_file",
+        tool_call_id="w1",
+        arguments=arguments,
+        arguments_hash=arguments_hash(arguments),
+        status="rejected",
+        decision={"type": "reject", "message": SECRET},
+        resumed_run=run,
+        resumed_run_ref=str(run.pk),
+        result=SECRET,
+    )
+    ApprovalVote.objects.create(
+        request=mine,
+        user=other.user,
+        user_label="bob",
+        decision="reject",
+        reason=SECRET,
+    )
+    theirs = ApprovalRequest.objects.create(
+        conversation_id=bobs.pk,
+        conversation_ref=str(bobs.pk),
+        run_ref="bobs-run",
+        requested_by=other.user,
+        requested_by_label="bob",
+        tool_name="write_file",
+        tool_call_id="w2",
+        arguments={"file_path": "/bob.md"},
+        arguments_hash=arguments_hash({"file_path": "/bob.md"}),
+    )
+    ApprovalVote.objects.create(
+        request=theirs,
+        user=scope.user,
+        user_label="alice",
+        decision="approve",
+        reason=SECRET,
+    )
 
 
 def erase_off_thread(user: Any) -> Any:
@@ -164,6 +217,8 @@ async def test_erasing_a_user_leaves_nothing_of_them_in_any_store(
     assert removed["live_keys"] >= 1
     # That call's row and the cut-off one's (the cancelled turn's partial reply).
     assert removed["usage_entries_anonymised"] == 2
+    assert removed["approval_requests_anonymised"] == 1
+    assert removed["approval_votes_anonymised"] == 2
     await turns_ended()  # the cancelled turn ended: nothing recreated after
 
     ids = [str(done.pk), str(running.pk)]
@@ -187,6 +242,18 @@ async def test_erasing_a_user_leaves_nothing_of_them_in_any_store(
         == bob_rows
     )
     assert await ReplyFeedback.objects.filter(user=bob.user).acount() == 0
+    # The approval audit stays, without alice: who decided her request (bob) and
+    # what (rejected), her vote on bob's request as an erased person's.
+    kept = await ApprovalRequest.objects.aget(tool_call_id="w1")
+    assert kept.status == "rejected" and kept.decision == {"type": "reject"}
+    assert kept.requested_by_label == "(erased)" and kept.arguments == {}
+    assert kept.conversation_ref.startswith("erased-") and kept.arguments_hash
+    assert await ApprovalVote.objects.filter(
+        user=bob.user, decision="reject", reason=""
+    ).aexists()
+    assert await ApprovalVote.objects.filter(
+        user=None, user_label="(erased)", decision="approve"
+    ).aexists()
 
 
 @pytest.mark.django_db

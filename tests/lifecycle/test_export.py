@@ -17,6 +17,8 @@ from django.urls import reverse
 
 from sagents_django import services
 from sagents_django.admin.lifecycle import erase_users, export_users
+from sagents_django.approvals.models import ApprovalRequest, ApprovalVote
+from sagents_django.approvals.records import arguments_hash
 from sagents_django.core import TokenUsage
 from sagents_django.exceptions import InvalidInput
 from sagents_django.lifecycle.export import request_export
@@ -71,6 +73,23 @@ def alice(lifecycle_settings: Any) -> Any:
     )
     services.record_hitl_decision(
         scope, "c1", {"type": "approve"}, conversation_id=conversation.pk
+    )
+    request = ApprovalRequest.objects.create(
+        conversation_id=conversation.pk,
+        conversation_ref=str(conversation.pk),
+        run=run,
+        run_ref=str(run.pk),
+        requested_by=scope.user,
+        requested_by_label="alice",
+        tool_name="write_file",
+        tool_call_id="c1",
+        arguments={"file_path": "/a.md"},
+        arguments_hash=arguments_hash({"file_path": "/a.md"}),
+        status="approved",
+        decision={"type": "approve"},
+    )
+    ApprovalVote.objects.create(
+        request=request, user=scope.user, user_label="alice", decision="approve"
     )
     agents.seed_files(("agent", str(conversation.agent_id)), "alice's notes")
     return scope, conversation, call
@@ -129,6 +148,10 @@ def test_the_archive_holds_messages_files_approvals_feedback_and_usage(
     texts = [m["content"].get("text") for m in data["messages"]]
     assert "Paris?" in texts and "Yes, in May." in texts
     assert data["approvals"][0]["decision"] in ("approve", "approved")
+    chain = data["approval_requests"][0]
+    assert chain["proposed"]["arguments"] == {"file_path": "/a.md"}
+    assert chain["votes"][0]["by"] == "alice"
+    assert chain["decided"]["status"] == "approved"
     assert data["feedback"][0]["comment"] == "Helpful"
     assert data["runs"][0]["input_tokens"] == 10
     account = json.loads(archive.read("account.json"))
@@ -140,6 +163,7 @@ def test_the_archive_holds_messages_files_approvals_feedback_and_usage(
         10,
         "0.0020000000",
     )
+    assert account["approval_votes"][0]["decision"] == "approve"
     assert archive.read(f"files/{label}/notes/deep/c.md") == b"alice's notes"
 
 

@@ -15,6 +15,7 @@ from sagents_django.models import AgentState
 from sagents_django.scope import Scope
 from sagents_django.ui import files
 from tests.django.factories import envelope
+from tests.web.hashes import hashed
 
 pytestmark = pytest.mark.django_db
 
@@ -62,7 +63,7 @@ def request(name: str, arguments: dict[str, Any], schema: Any = SCHEMA, n: int =
 
 def decide(client: Client, conversation: Any, post: dict[str, Any], **extra: Any):
     url = reverse("sagents_django:decide", args=[conversation.pk])
-    return client.post(url, post, **extra)
+    return client.post(url, hashed(conversation, post), **extra)
 
 
 def page(client: Client, conversation: Any) -> str:

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from sagents_django import services
 from sagents_django.scope import Scope
-from sagents_django.sharing import links
+from sagents_django.sharing import access, links
 from sagents_django.sharing import services as sharing
 from sagents_django.sharing.models import ConversationShare, ShareLink
 from tests.django.factories import snapshot
@@ -85,6 +85,10 @@ def test_a_read_share_reads_the_page_without_a_form_to_send(
     assert "Try Lisbon." in html and "read only" in html
     assert 'id="sg-send"' not in html and "sg-rename" not in html
     assert 'id="sg-share"' not in html and "sg-upload" not in html
+    # No action that would start a turn or copy the conversation: only rating.
+    assert "Regenerate" not in html and "sg-edit" not in html
+    assert "Fork from here" not in html and "Good reply" in html
+    assert '<span class="sg-who">The owner</span>' in html
     assert bob_client.get(url("files", transcript)).status_code == 200
     last = transcript.display_messages.order_by("-pk").first().pk
     assert (
@@ -358,3 +362,31 @@ def test_another_tenant_posting_any_form_gets_404_and_changes_nothing(
     assert bob_client.post(path, body, **HTMX).status_code == 404
     assert snapshot() == before and sent == []
     assert not ConversationShare.objects.exists() and not ShareLink.objects.exists()
+
+
+def test_each_reader_sees_who_wrote_a_message_sent_through_a_write_share(
+    alice: Any,
+    bob: Any,
+    alice_client: Client,
+    bob_client: Client,
+    transcript: Any,
+) -> None:
+    shared(alice, transcript, bob, "write")
+    lent = access.scope_for(Scope.for_user(bob), transcript.pk, access="write")
+    services.append_text_message(
+        lent,
+        transcript.pk,
+        "user",
+        "And in June?",
+        metadata={"sent_by": {"id": bob.pk, "name": "bob"}},
+    )
+
+    owners = alice_client.get(url("conversation", transcript)).content.decode()
+    bobs = bob_client.get(url("conversation", transcript)).content.decode()
+
+    who = re.compile(r'<span class="sg-who">([^<]*)</span>')
+    assert who.findall(owners)[:3] == ["You", "Agent", "bob"]
+    assert who.findall(bobs)[:3] == ["The owner", "Agent", "You"]
+    # A write share may branch the conversation, not fork (copy) it.
+    assert "Regenerate" in bobs and "Fork from here" not in bobs
+    assert "Fork from here" in owners

@@ -18,6 +18,7 @@ from sagents_django.models import AgentState, StoredFile
 from sagents_django.scope import Scope
 from sagents_django.ui import files
 from tests.django.factories import envelope
+from tests.web.hashes import hashed
 
 pytestmark = pytest.mark.django_db
 
@@ -231,12 +232,15 @@ def test_the_decisions_of_every_action_request_go_together(
     interrupt(conversation, "write_file", "delete_file")
     response = alice_client.post(
         url("decide", conversation),
-        {
-            "decision-0": "edit",
-            "arguments-0": json.dumps({"file_path": "/b.md", "content": "y"}),
-            "decision-1": "reject",
-            "message-1": "keep it",
-        },
+        hashed(
+            conversation,
+            {
+                "decision-0": "edit",
+                "arguments-0": json.dumps({"file_path": "/b.md", "content": "y"}),
+                "decision-1": "reject",
+                "message-1": "keep it",
+            },
+        ),
         **HTMX,
     )
     assert response.status_code == 200

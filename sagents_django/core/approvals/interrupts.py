@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from ..messages import ToolCall
 
 
+MAX_APPROVERS = 10
+"""A request needs at most this many distinct approvers."""
+
+
 # Action requests ----------------------------------------------------------------
 @dataclass(kw_only=True, slots=True)
 class ActionRequest:
@@ -39,6 +43,11 @@ class ActionRequest:
     parameters: dict[str, Any] | None = None
     """The tool's JSON schema, stamped by the loop when it asks: a form can show the
     arguments as fields and check an edit before it is sent (None: unknown)."""
+    permission: str | None = None
+    """Who may decide, as a permission name the host checks ("app.codename"); None:
+    the host's default routing."""
+    approvers: int | None = None
+    """How many distinct people must approve (None: the host's default, one)."""
 
     @classmethod
     def for_call(
@@ -47,6 +56,8 @@ class ActionRequest:
         *,
         description: str | None = None,
         allowed_decisions: Iterable[DecisionType] = DECISION_TYPES,
+        permission: str | None = None,
+        approvers: int | None = None,
     ) -> ActionRequest:
         return cls(
             tool_call_id=call.call_id,
@@ -54,6 +65,8 @@ class ActionRequest:
             arguments=dict(call.arguments),
             description=description,
             allowed_decisions=tuple(allowed_decisions),
+            permission=permission,
+            approvers=approvers,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,7 +76,14 @@ class ActionRequest:
             "arguments": self.arguments,
             "allowed_decisions": list(self.allowed_decisions),
         }
-        for key in ("description", "middleware_id", "subagent", "parameters"):
+        for key in (
+            "description",
+            "middleware_id",
+            "subagent",
+            "parameters",
+            "permission",
+            "approvers",
+        ):
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
@@ -104,7 +124,7 @@ class ActionRequest:
             f"must be a non-empty list of {list(DECISION_TYPES)}",
             allowed,
         )
-        for key in ("description", "middleware_id", "subagent"):
+        for key in ("description", "middleware_id", "subagent", "permission"):
             value = data.get(key)
             _need(
                 value is None or isinstance(value, str),
@@ -119,6 +139,14 @@ class ActionRequest:
             "must be an object (a JSON schema)",
             parameters,
         )
+        approvers = data.get("approvers")
+        _need(
+            approvers is None
+            or (type(approvers) is int and 1 <= approvers <= MAX_APPROVERS),
+            f"{where}.approvers",
+            f"must be an integer from 1 to {MAX_APPROVERS}",
+            approvers,
+        )
         return cls(
             tool_call_id=data["tool_call_id"],
             tool_name=data["tool_name"],
@@ -128,6 +156,8 @@ class ActionRequest:
             middleware_id=data.get("middleware_id"),
             subagent=data.get("subagent"),
             parameters=parameters,
+            permission=data.get("permission"),
+            approvers=approvers,
         )
 
 

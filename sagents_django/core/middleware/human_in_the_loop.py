@@ -2,7 +2,9 @@
 
 ``interrupt_on`` maps tool names to ``True`` (approve, edit or reject allowed),
 ``False`` (no pause) or ``{"allowed_decisions": [...], "description": "..."}``
-(``description`` is optional and shown to the person). HumanInTheLoop is an ordinary
+(``description`` is optional and shown to the person; ``permission``, the name of a
+permission whose holders may decide, and ``approvers``, how many distinct people
+must approve, are optional too and routed by the host: see docs/approvals.md). HumanInTheLoop is an ordinary
 middleware: it implements ``review_tool_calls`` and the loop does the rest (see
 ``core.review``). When the model calls such a tool the turn ends ``interrupted``
 with a ``HITLInterrupt``; ``Agent.aresume(state, decisions)`` takes one decision per
@@ -25,6 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..approvals import DECISION_TYPES, ActionRequest, ReviewContext
+from ..approvals.interrupts import MAX_APPROVERS
 from ..exceptions import ConfigurationError
 from .base import Middleware
 
@@ -32,7 +35,7 @@ if TYPE_CHECKING:
     from ..messages import ToolCall
     from ..state import State
 
-CONFIG_KEYS = frozenset({"allowed_decisions", "description"})
+CONFIG_KEYS = frozenset({"allowed_decisions", "description", "permission", "approvers"})
 
 
 def normalize_interrupt_on(
@@ -73,6 +76,22 @@ def normalize_interrupt_on(
                     f"not {description!r}"
                 )
             config["description"] = description
+        permission = value.get("permission")
+        if permission is not None:
+            if not isinstance(permission, str) or "." not in permission:
+                raise ConfigurationError(
+                    f"interrupt_on[{name!r}] permission must be 'app_label.codename', "
+                    f"not {permission!r}"
+                )
+            config["permission"] = permission
+        approvers = value.get("approvers")
+        if approvers is not None:
+            if type(approvers) is not int or not 1 <= approvers <= MAX_APPROVERS:
+                raise ConfigurationError(
+                    f"interrupt_on[{name!r}] approvers must be an integer from 1 to "
+                    f"{MAX_APPROVERS}, not {approvers!r}"
+                )
+            config["approvers"] = approvers
         configs[name] = config
     return configs
 
@@ -96,6 +115,8 @@ class HumanInTheLoop(Middleware):
                         call,
                         description=config.get("description"),
                         allowed_decisions=config["allowed_decisions"],
+                        permission=config.get("permission"),
+                        approvers=config.get("approvers"),
                     )
                 )
         return requests or None
