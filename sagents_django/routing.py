@@ -1,6 +1,7 @@
 """WebSocket URL routes, included by the project's ASGI router.
 
-``ws/sagents/`` is the JSON protocol of docs/protocol.md; ``ws/sagents/html/...``
+``ws/sagents/`` is the JSON protocol of docs/protocol.md; ``ws/sagents/agui/`` the
+AG-UI events of docs/agui.md; ``ws/sagents/html/...``
 pushes HTML fragments to the chat pages (``sagents_django.ui.socket``). A host
 that wants them under a prefix of its own nests the list instead of copying it::
 
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
+from sagents_django.agui.socket import AgUiSocketConsumer
 from sagents_django.consumers import AgentSocketConsumer
 from sagents_django.ui.socket import ChatPageConsumer
 
 websocket_urlpatterns: list[URLPattern] = [
     path("ws/sagents/", AgentSocketConsumer.as_asgi(), name="sagents-socket"),
+    path("ws/sagents/agui/", AgUiSocketConsumer.as_asgi(), name="sagents-agui"),
     path("ws/sagents/html/", ChatPageConsumer.as_asgi(), name="sagents-html-list"),
     path(
         "ws/sagents/html/<uuid:conversation_id>/",

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
+from sagents_django.agui.urls import urlpatterns as agui_urlpatterns
 from sagents_django.sharing import urls as sharing_urls
 from sagents_django.views import (
     actions,
@@ -65,5 +66,6 @@ urlpatterns = [
     path("theme/", preferences.theme, name="theme"),
     path("ready/", health.ready, name="ready"),
     path("live/", health.live, name="live"),
+    *agui_urlpatterns,
     *sharing_urls.urlpatterns,
 ]
