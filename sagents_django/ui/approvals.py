@@ -144,6 +144,32 @@ def pending_for(scope: Scope, conversation_id: Any) -> list[Request]:
     return requests
 
 
+def waiting_without_form(scope: Scope, conversation_id: Any) -> str:
+    """What a pause no form can answer says (a middleware's own interrupt, such as
+    a budget's approval), or "" when none waits: the chat shows it with Dismiss,
+    so the conversation never waits for good."""
+    value = (
+        waiting(scope)
+        .filter(conversation_id=conversation_id)
+        .values_list("state_data__state__interrupt_data", flat=True)
+        .first()
+    )
+    if not value:
+        return ""
+    try:
+        interrupt = interrupt_from_dict(value)
+    except SerializationError:
+        return "The agent is paused on a request this page cannot show."
+    if not isinstance(interrupt, CustomInterrupt):
+        return ""
+    message = interrupt.data.get("message")
+    return (
+        message
+        if isinstance(message, str) and message
+        else ("The agent is paused, waiting for something this page cannot decide.")
+    )
+
+
 def waiting(scope: Scope) -> Any:
     # A resume already under way has answered the interrupt (its run clears it).
     answered = AgentRun.objects.active().values("conversation_id")

@@ -163,6 +163,14 @@ class Chat:
         )
 
     @cached_property
+    def paused_without_form(self) -> str:
+        """What a pause no approval form can answer says ("" when none): shown with
+        Dismiss (``approvals.waiting_without_form``)."""
+        if not self.can_write or self.approvals:
+            return ""
+        return approvals.waiting_without_form(self.scope, self.conversation.pk)
+
+    @cached_property
     def turns(self) -> list[services.TurnUsage]:
         """The usage of each user turn (its runs summed), the latest
         ``MAX_RUNS_SHOWN``."""

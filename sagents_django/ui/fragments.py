@@ -89,6 +89,7 @@ def _status_panels(chat: Chat) -> list[str]:
             "approval_form",
             requests=chat.approvals,
             conversation=chat.conversation,
+            paused=chat.paused_without_form,
             oob=True,
         ),
     ]

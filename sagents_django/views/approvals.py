@@ -29,6 +29,7 @@ from sagents_django.admin.presentation import pretty_json
 from sagents_django.approvals import deciding, links, routing
 from sagents_django.approvals.deciding import Vote
 from sagents_django.exceptions import Conflict, InvalidInput, NotFound, RunConflict
+from sagents_django.runtime import agent_server
 from sagents_django.scope import conversation_model, get_scope
 from sagents_django.security import csp
 from sagents_django.ui import approval_inbox, approvals
@@ -48,9 +49,20 @@ def decide(request: HttpRequest, conversation_id: str) -> HttpResponse:
     try:
         requests = approval_inbox.requests_for(request.user, found)
     except NotFound:
-        if _owns(request, found):
-            return _answer(request, found, back, error="Nothing waits for a decision.")
-        raise Http404("No approval waits for you here.") from None
+        writer = _writer_scope(request, found)
+        if writer is None:
+            raise Http404("No approval waits for you here.") from None
+        if request.POST.get("action") == "dismiss" and approvals.waiting_without_form(
+            writer, found.pk
+        ):
+            # A middleware's own pause (no request rows): whoever may send may
+            # stop it waiting, or the conversation would wait for good.
+            try:
+                agent_server.dismiss(writer, found.pk)
+            except (Conflict, RunConflict):
+                return _answer(request, found, back, error=TOO_LATE)
+            return _answer(request, found, back)
+        return _answer(request, found, back, error="Nothing waits for a decision.")
     if request.POST.get("action") == "dismiss":
         try:
             deciding.dismiss(request.user, found.pk)

@@ -18,6 +18,7 @@ from django.dispatch import receiver
 
 from sagents_django.models import (
     AgentRun,
+    AgentState,
     Budget,
     BudgetCounter,
     BudgetReservation,
@@ -345,3 +346,72 @@ async def test_a_sub_agents_calls_are_checked_written_and_settled(
     assert counter.reserved == 0
     assert counter.spent == sum(e.charged for e in rows)
     assert not await BudgetReservation.objects.aexists()
+
+
+async def test_a_budget_pause_is_shown_on_the_chat_page_and_dismiss_gets_out(
+    budget_site: Any,
+) -> None:
+    """No approval form can answer a budget's pause: the page says what it waits
+    for, with Dismiss, and after it the conversation takes messages again."""
+    from django.test import AsyncClient
+    from django.urls import reverse
+
+    budget_site.budgets({**ON, "SOFT_ACTION": "approve"})
+    budget_site.script(reply("After the dismissal.", usage=(1, 1)))
+    scope, conversation = await new_conversation()
+    await Budget.objects.acreate(
+        scope="user",
+        user=scope.user,
+        period="month",
+        limit=Decimal("0.01"),
+        soft_percent=10,
+    )
+    _, finished, _ = await run_turn(scope, conversation)
+    assert finished["data"]["status"] == "interrupted"
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(scope.user)
+    page_url = reverse("sagents_django:conversation", args=[conversation.pk])
+
+    page = (await client.get(page_url)).content.decode()
+    assert 'aria-label="The agent is paused"' in page
+    assert "budget" in page.split('aria-label="The agent is paused"')[1][:2000]
+
+    answer = await client.post(
+        reverse("sagents_django:decide", args=[conversation.pk]),
+        {"action": "dismiss"},
+        headers={"HX-Request": "true"},
+    )
+    assert (answer.status_code, answer.content) == (200, b"")  # no error: done
+    page = (await client.get(page_url)).content.decode()
+    assert "The agent is paused" not in page
+    state = await AgentState.objects.aget(conversation_id=conversation.pk)
+    assert not state.state_data["state"].get("interrupt_data")
+
+
+async def test_a_stranger_cannot_dismiss_a_budget_pause(budget_site: Any) -> None:
+    from django.contrib.auth import get_user_model
+    from django.test import AsyncClient
+    from django.urls import reverse
+
+    budget_site.budgets({**ON, "SOFT_ACTION": "approve"})
+    scope, conversation = await new_conversation()
+    await Budget.objects.acreate(
+        scope="user",
+        user=scope.user,
+        period="month",
+        limit=Decimal("0.01"),
+        soft_percent=10,
+    )
+    await run_turn(scope, conversation)
+    mallory = await get_user_model().objects.acreate(username="mallory")
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(mallory)
+
+    answer = await client.post(
+        reverse("sagents_django:decide", args=[conversation.pk]),
+        {"action": "dismiss"},
+    )
+
+    assert answer.status_code == 404
+    state = await AgentState.objects.aget(conversation_id=conversation.pk)
+    assert state.state_data["state"].get("interrupt_data")
