@@ -6,9 +6,26 @@ page says it again in the reader's language (``ui.transcript``).
 
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.utils.translation import gettext as _
+
+AMOUNTS = ("limit", "spent", "remaining", "estimate")
+
+
+def money(value: Any) -> str:
+    """An amount in dollars as people read it: cents, or four decimals for what
+    is under a cent (model calls often are), "<0.0001" below that."""
+    try:
+        amount = Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return str(value)
+    if amount == 0 or abs(amount) >= Decimal("0.01"):
+        return f"{amount:.2f}"
+    if abs(amount) >= Decimal("0.0001"):
+        return f"{amount:.4f}"
+    return "<0.0001"
 
 
 def _words(data: dict[str, Any]) -> dict[str, Any]:
@@ -23,7 +40,8 @@ def _words(data: dict[str, Any]) -> dict[str, Any]:
         "user": _("you"),
         "conversation": _("this conversation"),
     }.get(data.get("scope", ""), "")
-    return {**data, "period_words": period, "scope_words": scope}
+    amounts = {key: money(data[key]) for key in AMOUNTS if key in data}
+    return {**data, **amounts, "period_words": period, "scope_words": scope}
 
 
 def exhausted_text(data: dict[str, Any]) -> str:

@@ -28,6 +28,7 @@ from sagents_django.exceptions import InvalidInput, NotFound
 from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope, get_scope
 from sagents_django.security import csp
+from sagents_django.services.branches import load_tree, path_filter
 from sagents_django.ui import transcript
 from sagents_django.views.common import done, is_htmx
 
@@ -156,10 +157,15 @@ def shared_link(request: HttpRequest, token: str) -> HttpResponse:
     except NotFound:
         raise Http404("This link does not work (any more).") from None
     conversation = link.conversation
+    rows_of = DisplayMessage.objects.filter(conversation=conversation)
+    # The branch the owner shows, as the chat page does: never an abandoned edit.
+    shown = path_filter(load_tree(conversation.pk))
+    if shown is not None:
+        rows_of = rows_of.filter(shown)
     latest = list(
-        DisplayMessage.objects.filter(conversation=conversation)
-        .exclude(content_type__in=("thinking",))
-        .order_by("-inserted_at", "-sequence", "-id")[: LINK_ROWS + 1]
+        rows_of.exclude(content_type__in=("thinking",)).order_by(
+            "-inserted_at", "-sequence", "-id"
+        )[: LINK_ROWS + 1]
     )
     older = len(latest) > LINK_ROWS
     rows = list(reversed(latest[:LINK_ROWS]))

@@ -84,7 +84,8 @@ def _status_panels(chat: Chat) -> list[str]:
     """Status, send note, approval form: what follows the agent's status."""
     return [
         _partial("status", chat=chat, oob=True),
-        _partial("send_note", chat=chat, oob=True),
+        # A read share's page has no send box, so no note under it to redraw.
+        _partial("send_note", chat=chat, oob=True) if chat.can_write else "",
         _partial(
             "approval_form",
             requests=chat.approvals,

@@ -193,3 +193,35 @@ def test_the_socket_redraws_on_a_switch_and_live_rows_show_their_branch_point(
         "display_message_saved", {"display_message": display_message_json(new)}
     )
     assert "2 / 2" in html and "Lyon!" in html
+
+
+def test_a_read_only_link_and_a_read_share_show_the_branch_shown_only(
+    alice: Any,
+    alice_client: Client,
+    bob: Any,
+    bob_client: Client,
+    client: Client,
+    conversation: Any,
+    rows: tuple[Any, Any],
+) -> None:
+    from sagents_django.sharing import links
+    from sagents_django.sharing import services as sharing
+
+    question, _reply = rows
+    alice_client.post(url("edit", conversation, question), {"text": "Edited away"})
+    settle(conversation)
+    edited = services.load_display_messages(Scope.for_user(alice), conversation.pk)[-1]
+    alice_client.post(url("switch_branch", conversation, edited), {"index": "1"})
+    owner = Scope.for_user(alice)
+    link = links.create_link(owner, conversation.pk)
+    sharing.share(owner, conversation.pk, bob, "read")
+
+    shown = client.get(
+        reverse("sagents_django:shared_link", args=[links.token_of(link)])
+    ).content.decode()
+    assert "Lyon too." in shown and "Edited away" not in shown
+    bobs = page(bob_client, conversation)
+    assert "Lyon too." in bobs and "Edited away" not in bobs
+    # A read share sees how many versions there are, and cannot switch them.
+    assert "1 / 2" in bobs
+    assert url("switch_branch", conversation, question) not in bobs

@@ -58,6 +58,13 @@ def test_a_conversation_shared_to_read_then_to_write_then_stopped(
         cid = new_conversation(alice, site, "Trip to Lisbon")
         wait_connected(alice)
         run_turn(alice, "Plan a weekend in Lisbon")
+        # Nobody by that name: the panel says so (not its markup as an error).
+        alice.locator("summary", has_text="Sharing").click()
+        panel = alice.locator("#sg-share")
+        panel.get_by_label("Share with (username, email or group)").fill("nobody-here")
+        panel.get_by_role("button", name="Share", exact=True).click()
+        alice.locator("#sg-share .sg-form-error", has_text="has that name").wait_for()
+        assert "<section" not in alice.locator("#sg-share").inner_text()
         share_with(alice, "bob", "read")
         shot(alice, "60-sharing-owner-panel")
 
@@ -90,6 +97,8 @@ def test_a_conversation_shared_to_read_then_to_write_then_stopped(
         bob.locator(
             "#sg-conn", has_text="This conversation is not available."
         ).wait_for()
+        # Nothing on the page can be sent any more.
+        assert bob.get_by_label("Message", exact=True).is_disabled()
         shot(bob, "64-sharing-revoked-live")
         bob.reload()
         assert "Page not found" in bob.content() or bob.title() != "Trip to Lisbon"

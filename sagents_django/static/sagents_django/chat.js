@@ -105,11 +105,15 @@
       setConnection("You are signed out: sign in again to go on.");
       // What the forms would send now would be refused by a sign-in redirect
       // that a swap of nothing hides: nothing can be sent from this page.
-      document.querySelectorAll("form.sg-form button, form.sg-form textarea, form.sg-form input")
-        .forEach(function (el) { el.disabled = true; });
+      disableForms();
       return;
     }
-    if (code === 4404) { setConnection("This conversation is not available."); return; }
+    if (code === 4404) {
+      // Deleted, or a share stopped: nothing here can be sent any more.
+      setConnection("This conversation is not available.");
+      disableForms();
+      return;
+    }
     setConnection("Connection lost: reconnecting…");
     // 4503: the server is stopping for a deploy. htmx reconnects by itself only
     // on 1006/1011/1012/1013, which an application under daphne cannot send, so
@@ -118,6 +122,10 @@
     // page resyncs as on every open.
     if (code === 4503) { reconnect(event); }
   });
+  function disableForms() {
+    document.querySelectorAll("form.sg-form button, form.sg-form textarea, form.sg-form input")
+      .forEach(function (el) { el.disabled = true; });
+  }
   function reconnect(event) {
     var wrapper = event.detail.socketWrapper;
     if (wrapper && wrapper.reconnect && document.body.contains(event.target)) {
@@ -168,6 +176,14 @@
         if (invalid) { invalid.focus(); }
         return;
       }
+    }
+    // A refused form that answers with its own element again (the share panel
+    // with its error) takes its place, as a success would.
+    var target = event.detail.target;
+    if (target && target.id && window.htmx && type.indexOf("text/html") === 0 &&
+        xhr.responseText.indexOf('id="' + target.id + '"') !== -1) {
+      window.htmx.swap(target, xhr.responseText, { swapStyle: "outerHTML" });
+      return;
     }
     var box = errorBox(form);
     if (box) { box.textContent = event.detail.xhr.responseText || "Something went wrong."; }
