@@ -44,7 +44,7 @@ from .display import (
     load_display_messages,
 )
 from .failures import record_failure
-from .feedback import feedback_for, rate_reply
+from .feedback import clear_rating, feedback_for, rate_reply
 from .runs import (
     active_run,
     begin_run,
@@ -88,6 +88,7 @@ __all__ = [
     "begin_run",
     "build_display_message",
     "cancel_tool_call",
+    "clear_rating",
     "complete_tool_call",
     "conversation_cursor",
     "conversation_model",

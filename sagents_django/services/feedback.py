@@ -70,6 +70,16 @@ def rate_reply(
     return feedback
 
 
+def clear_rating(scope: Scope, message_id: Any) -> bool:
+    """Take back the scope's user's rating (and comment) of a reply: True when
+    there was one. NotFound for a row outside the scope. No signal: a receiver
+    keeping an evaluation set reads ``ReplyFeedback`` again for what is left."""
+    pk = parse_int(message_id, what="message_id", minimum=1, maximum=MAX_MESSAGE_ID)
+    message = _owned_message(scope, pk)
+    deleted, _ = ReplyFeedback.objects.filter(user=scope.user, message=message).delete()
+    return deleted > 0
+
+
 def feedback_for(scope: Scope, conversation_id: Any) -> dict[int, ReplyFeedback]:
     """The scope's user's ratings in one conversation, by display row id (NotFound
     outside the scope)."""

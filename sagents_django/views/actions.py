@@ -36,8 +36,9 @@ MAX_ID_DIGITS = 19
 @login_required
 @require_POST
 def rate(request: HttpRequest, conversation_id: str, message_id: int) -> HttpResponse:
-    """A thumbs up or down (``rating``: up, down) on a reply, with ``comment``
-    (the person's own word: a read share may give it too)."""
+    """A thumbs up or down (``rating``: up, down; clear takes it back) on a
+    reply, with ``comment`` (the person's own word: a read share may give it
+    too)."""
     scope, found = owned(request, conversation_id, access="read")
     row = DisplayMessage.objects.filter(pk=message_id, conversation_id=found.pk).first()
     if row is None:
@@ -50,13 +51,15 @@ def rate(request: HttpRequest, conversation_id: str, message_id: int) -> HttpRes
             error=f"A comment has at most {COMMENT_MAX_LENGTH} characters; this "
             f"one has {len(comment)}.",
         )
+    rating = request.POST.get("rating", "")
     try:
-        feedback = services.rate_reply(
-            scope,
-            row.pk,
-            rating=request.POST.get("rating", ""),
-            comment=comment,
-        )
+        if rating == "clear":  # the pressed thumb again: the rating is taken back
+            services.clear_rating(scope, row.pk)
+            feedback = None
+        else:
+            feedback = services.rate_reply(
+                scope, row.pk, rating=rating, comment=comment
+            )
     except NotFound:
         raise Http404("Message not found.") from None
     except InvalidInput as exc:

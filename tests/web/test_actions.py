@@ -91,6 +91,33 @@ def test_a_rating_with_htmx_answers_the_row_s_actions(
     assert "120 in · 30 out · $0.0025" in html
 
 
+def test_pressing_the_pressed_thumb_takes_the_rating_back(
+    alice: Any, bob_client: Client, alice_client: Client, conversation: Any, reply: Any
+) -> None:
+    html = alice_client.post(
+        rate_url(conversation, reply), {"rating": "up", "comment": "Nice"}, **HTMX
+    ).content.decode()
+    # The pressed thumb now sends "clear".
+    assert 'name="rating" value="clear" class="sg-thumb sg-thumb--on"' in html
+    assert (
+        bob_client.post(rate_url(conversation, reply), {"rating": "clear"}).status_code
+        == 404
+    )
+    assert ReplyFeedback.objects.filter(user=alice).count() == 1
+
+    response = alice_client.post(
+        rate_url(conversation, reply), {"rating": "clear"}, **HTMX
+    )
+
+    html = response.content.decode()
+    assert response.status_code == 200 and "sg-thumb--on" not in html
+    assert "rated" not in html and 'value="up"' in html and 'value="down"' in html
+    assert ReplyFeedback.objects.filter(user=alice).count() == 0
+    # Again: nothing to take back, still fine.
+    again = alice_client.post(rate_url(conversation, reply), {"rating": "clear"})
+    assert again.status_code == 302
+
+
 def test_the_page_shows_the_usage_of_the_turn_on_its_reply(
     alice_client: Client, conversation: Any, reply: Any
 ) -> None:
