@@ -157,6 +157,7 @@ CASES: dict[str, tuple[Call, Any]] = {
         lambda s, c: services.rate_reply(s, reply_of(c), rating="up", comment="x"),
         NotFound,
     ),
+    "clear_rating": (lambda s, c: services.clear_rating(s, reply_of(c)), NotFound),
     "feedback_for": (lambda s, c: services.feedback_for(s, c.pk), NotFound),
     # The same calls naming the conversation explicitly.
     "mark_tool_executing in a conversation": (

@@ -38,6 +38,7 @@ READS = {
     "feedback_for",
     # A person's own rating of a reply they can read: theirs, not the transcript's.
     "rate_reply",
+    "clear_rating",
     # Never raises: an operator's record, not a change of the conversation.
     "record_failure",
 }
@@ -61,7 +62,9 @@ def test_a_read_share_changes_nothing_through_any_service(
     assert snapshot() == before
 
 
-@pytest.mark.parametrize("name", sorted(READS - {"rate_reply", "record_failure"}))
+@pytest.mark.parametrize(
+    "name", sorted(READS - {"rate_reply", "clear_rating", "record_failure"})
+)
 def test_a_read_share_reads_what_the_owner_reads(
     name: str, scope: Scope, other_user: Any, owned_world: Any
 ) -> None:
