@@ -5,10 +5,7 @@ and the runtime must not import what imports it back."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
-
-logger = logging.getLogger(__name__)
 
 
 def close_sockets(
@@ -24,13 +21,10 @@ def close_sockets(
     key = getattr(getattr(request, "session", None), "session_key", None)
     if not key:
         return
-    from sagents_django.runtime import groups, layer, loop
+    from sagents_django.runtime import groups, layer
 
-    if layer.get_layer() is None:
-        return  # no layer, no socket to close
-    message = {"type": "session.signed_out"}
-    future = loop.submit(layer.group_send(groups.session_group(key), message))
-    try:
-        future.result(timeout=layer.HOP_TIMEOUT)
-    except Exception:
-        logger.warning("Could not close the sockets of a signed-out session")
+    layer.send_from_sync(
+        groups.session_group(key),
+        {"type": "session.signed_out"},
+        what="close the sockets of a signed-out session",
+    )

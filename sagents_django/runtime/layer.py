@@ -167,6 +167,21 @@ async def group_send(group: str, message: dict[str, Any]) -> None:
         logger.exception("Could not publish to %s", group)
 
 
+def send_from_sync(group: str, message: dict[str, Any], *, what: str) -> None:
+    """``group_send`` from synchronous code (a view, a signal receiver): on the
+    runtime loop, waited for at most ``HOP_TIMEOUT``. No layer: nothing to tell. A
+    send that does not finish is logged ("Could not <what>"), never raised: the
+    caller's own change stands."""
+    if get_layer() is None:
+        return
+    from . import loop
+
+    try:
+        loop.submit(group_send(group, message)).result(timeout=HOP_TIMEOUT)
+    except Exception:
+        logger.warning("Could not %s", what)
+
+
 SEQ_PLACEHOLDER = 0xFFFF_FFFF_FFFF_FFF1
 """The number a frame is serialized with before its real one is known: msgpack
 writes it as ``0xcf`` and eight bytes, which the stamping script overwrites with the

@@ -11,12 +11,9 @@ list. A layer that cannot be reached never fails the change itself.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.db import transaction
-
-logger = logging.getLogger(__name__)
 
 
 def share_changed(conversation_id: Any) -> None:
@@ -25,17 +22,10 @@ def share_changed(conversation_id: Any) -> None:
 
 
 def _send(conversation_id: str) -> None:
-    from sagents_django.runtime import groups, layer, loop
+    from sagents_django.runtime import groups, layer
 
-    if layer.get_layer() is None:
-        return
-    message = {"type": "share.changed", "conversation": conversation_id}
-    future = loop.submit(
-        layer.group_send(groups.conversation_group(conversation_id), message)
+    layer.send_from_sync(
+        groups.conversation_group(conversation_id),
+        {"type": "share.changed", "conversation": conversation_id},
+        what=f"tell the sockets of {conversation_id} about a share",
     )
-    try:
-        future.result(timeout=layer.HOP_TIMEOUT)
-    except Exception:
-        logger.warning(
-            "Could not tell the sockets of %s about a share", conversation_id
-        )

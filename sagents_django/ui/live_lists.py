@@ -14,15 +14,12 @@ never data, so a lost one costs a stale list until the next change or reload.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Literal
 
 from django.template.loader import render_to_string
 
 from sagents_django import services
 from sagents_django.scope import Scope, conversation_model, owner_field
-
-logger = logging.getLogger(__name__)
 
 View = Literal["nav", "page"]
 
@@ -64,10 +61,8 @@ def publish_change(
     be reached never fails the request that changed the conversation."""
     if conversation is None:
         return
-    from sagents_django.runtime import groups, layer, loop
+    from sagents_django.runtime import groups, layer
 
-    if layer.get_layer() is None:
-        return
     message = {
         "type": "agent.event",
         "list": True,
@@ -75,12 +70,11 @@ def publish_change(
         "conversation": str(conversation.pk),
         "data": {"change": change},
     }
-    group = groups.owner_group(conversation_owner_key(conversation))
-    future = loop.submit(layer.group_send(group, message))
-    try:
-        future.result(timeout=layer.HOP_TIMEOUT)
-    except Exception:
-        logger.warning("Could not tell the lists of %s", conversation.pk)
+    layer.send_from_sync(
+        groups.owner_group(conversation_owner_key(conversation)),
+        message,
+        what=f"tell the lists of {conversation.pk}",
+    )
 
 
 def redraw(scope: Scope, view: View, current: str | None) -> str:
