@@ -24,6 +24,7 @@ from tests.docs import REPO, Block, blocks, marked, pages, python_blocks, text
 NAMED = {
     "quick-start": "tests/test_docs.py",
     "socket-client": "tests/test_readme_socket.py",
+    "agui-socket-bearer": "tests/test_readme_socket.py",
     "tool-permissions": "tests/test_docs_tool_access.py",
     "model-tools": "tests/test_docs_model_tools.py",
     "mcp-settings": "tests/mcp/test_readme.py",

@@ -97,6 +97,7 @@ def add_message(
     extra = _metadata(metadata)
     pk = conversation_pk(conversation_id)
     check_scope(scope)
+    check_files(scope, pk, filesystem_scope)
     if scope.lent is not None and scope.is_authenticated:
         # Someone the conversation is shared with: the turn is the owner's, the
         # message says whose it is (the run's scope JSON names them too).
@@ -192,6 +193,7 @@ def execute(scope: Scope, conversation_id: Any, *, filesystem_scope: Any = None)
     failed turn); the run's id. ``RunConflict`` while a turn runs, ``Conflict``
     while an approval is pending."""
     pk = conversation_pk(conversation_id)
+    check_files(scope, pk, filesystem_scope)
     with transaction.atomic():
         require(scope, pk, lock=True)
         if pending_interrupt(pk):
@@ -220,6 +222,7 @@ def resume(
         raise InvalidInput(str(exc)) from None
     as_json = bounded([d.to_dict() for d in checked], "decisions")
     pk = conversation_pk(conversation_id)
+    check_files(scope, pk, filesystem_scope)
     with transaction.atomic():
         require(scope, pk, lock=True)
         revision = services.state_revision(scope, pk)
@@ -431,6 +434,18 @@ def bounded(value: Any, what: str) -> Any:
     return clean_json(value, what=what, max_bytes=MAX_EVENT_BYTES, require_dict=False)[
         0
     ]
+
+
+def check_files(scope: Scope, pk: Any, filesystem_scope: Any) -> None:
+    """A filesystem scope a call names must be one ``scope`` may write
+    (``sharing.filesystems.check_named``): else ``PermissionDenied`` (a read
+    share) or ``NotFound``, before anything is written."""
+    if filesystem_scope is None:
+        return
+    _json_scope(filesystem_scope)
+    from sagents_django.sharing.filesystems import check_named
+
+    check_named(scope, pk, filesystem_scope)
 
 
 def _json_scope(value: Any) -> Any:
