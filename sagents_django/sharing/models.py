@@ -151,8 +151,10 @@ class Filesystem(models.Model):
     a conversation's own filesystem is the one the site gives it
     (``SAGENTS["FILESYSTEM_SCOPE"]``, else ``("agent", <agent_id>)``), and the
     first time its owner shares it or names it in a call, this row is written
-    (``sharing.filesystems``). Naming a key never makes it yours: keys are easy to
-    guess (``("user", 42)``), the site's assignment is not.
+    (``sharing.filesystems``). A call naming a key that holds no files and no one
+    claimed makes it the caller's (no conversation, and no shares); naming a key
+    with files never does: keys are easy to guess (``("user", 42)``), the site's
+    assignment is not, and it takes such a row over.
     """
 
     id = models.BigAutoField(primary_key=True)
