@@ -38,7 +38,7 @@ AFTER_QUICK_START = "after quick-start"
 def known(block: Block) -> bool:
     spec = block.spec or ""
     if block.kind == "readme-test":
-        return block.page == "README.md"  # tests/generator/test_fresh_project.py
+        return block.page == "README.md"  # tests/sites/test_fresh_project.py
     return (
         spec in NAMED
         or spec in ("run", "django", "settings", AFTER_QUICK_START)
