@@ -140,6 +140,8 @@ class AgentSocketConsumer(AgentConsumerBase):
             "conversation": cid,
             "status": status,
             "todos": todos,
+            # What to decide, for a client that joins a conversation waiting.
+            "interrupt": await _interrupt(cid) if status == "interrupted" else None,
             "protocol": protocol.VERSION,
         }
 
@@ -178,7 +180,10 @@ class AgentSocketConsumer(AgentConsumerBase):
         if "decisions" not in frame:
             raise FrameError("invalid_input", "decisions is required (a list)")
         run_id = await agent_server.aresume(
-            await self.scope_of(cid, "write"), cid, frame["decisions"]
+            await self.scope_of(cid, "write"),
+            cid,
+            frame["decisions"],
+            arguments_hashes=frame.get("arguments_hashes"),
         )
         return {"conversation": cid, "run_id": run_id}
 
@@ -402,6 +407,19 @@ def _frame(message: dict[str, Any]) -> dict[str, Any]:
     if message.get("debug"):
         frame["debug"] = True
     return frame
+
+
+async def _interrupt(cid: str) -> Any:
+    """The conversation's pending interrupt, each action request with its
+    ``arguments_hash`` (read after authorization); None when none is."""
+    from sagents_django.approvals.records import with_hashes
+
+    value = await (
+        AgentState.objects.filter(conversation_id=cid)
+        .values_list("state_data__state__interrupt_data", flat=True)
+        .afirst()
+    )
+    return with_hashes(value) if value else None
 
 
 async def _todos(cid: str) -> list[Any]:

@@ -210,12 +210,16 @@ def resume(
     decisions: Any,
     *,
     filesystem_scope: Any = None,
+    arguments_hashes: Any = None,
 ) -> str:
     """Continue a turn paused for approval with the person's decisions (the core's
     decision JSON, one per action request); the run's id. The first resume of an
     interrupt wins: a second gets ``Conflict`` (or ``RunConflict`` while the first
     still runs). Decisions of the wrong shape are ``InvalidInput`` and change
-    nothing. Messages held while the approval was pending are answered after it."""
+    nothing. Messages held while the approval was pending are answered after it.
+    ``arguments_hashes``: the ``arguments_hash`` of each action request the person
+    was shown (``approvals.records.with_hashes``), in order; a pending approval
+    whose arguments hash otherwise (a stale screen) is ``ArgumentsChanged``."""
     try:
         checked = decisions_from_list(decisions)
     except InvalidResume as exc:
@@ -230,6 +234,8 @@ def resume(
         if not pending:
             raise Conflict("Nothing to resume: no approval is pending")
         _fit(checked, pending)
+        if arguments_hashes is not None:
+            approval_records.check_seen(pending, arguments_hashes)
         request = RunRequest(
             scope=scope.to_dict(),
             filesystem_scope=_json_scope(filesystem_scope),
