@@ -264,7 +264,7 @@ class Chat:
                 rows.append(UsageRow(label="Regenerated reply", turn=turn))
                 continue
             number += 1
-            edited = " (edited message)" if turn.trigger == "edit" else ""
+            edited = " (edited)" if turn.trigger == "edit" else ""
             rows.append(UsageRow(label=f"{number}{edited}", turn=turn))
         return rows[-MAX_RUNS_SHOWN:]
 

@@ -161,7 +161,7 @@ def test_the_usage_panels_tell_a_regenerated_reply_from_a_turn(
         "1",
         "2",
         "Regenerated reply",
-        "3 (edited message)",
+        "3 (edited)",
     ]
     html = alice_client.get(
         reverse("sagents_django:conversation", args=[conversation.pk])
@@ -180,7 +180,9 @@ def test_the_usage_panels_tell_a_regenerated_reply_from_a_turn(
     totals = services.usage_totals(scope)
     assert (totals.runs, totals.turns, totals.regenerations) == (5, 3, 1)
     mine = alice_client.get(reverse("sagents_django:my_usage")).content.decode()
-    assert '<th scope="col">Your turns</th><th scope="col">Regenerated</th>' in mine
+    assert (
+        '<th scope="col">Your turns</th><th scope="col">Regen&shy;erated</th>' in mine
+    )
     assert "<td>3</td><td>1</td>" in mine and '<th scope="col">Runs</th>' not in mine
 
 
