@@ -117,8 +117,15 @@ def add_message(
 
 
 def _add_message(
-    scope: Scope, pk: Any, prepared: Prepared, filesystem_scope: Any
+    scope: Scope,
+    pk: Any,
+    prepared: Prepared,
+    filesystem_scope: Any,
+    *,
+    trigger: str = "message",
 ) -> Submission:
+    """``trigger``: the run's, when the message starts one (``edit`` for an
+    edited message sent again: usage tells it from a new message)."""
     text, extra = prepared.text, prepared.metadata
     policy = sagents_settings.DOUBLE_TEXT
     with transaction.atomic():
@@ -143,7 +150,7 @@ def _add_message(
             request = RunRequest(
                 scope=scope.to_dict(), filesystem_scope=_json_scope(filesystem_scope)
             )
-            run = _begin(scope, pk, "message", request)
+            run = _begin(scope, pk, trigger, request)
         row = services.append_text_message(
             scope,
             pk,

@@ -157,7 +157,7 @@ def edit_and_resend(
         before = rows[first - 1].pk if first else None
         _branch_off(scope, pk, tree, before, data, revision, state, cut)
         _announce(pk, "edit", wanted)
-        return _add_message(scope, pk, prepared, filesystem_scope)
+        return _add_message(scope, pk, prepared, filesystem_scope, trigger="edit")
 
 
 def switch_branch(
