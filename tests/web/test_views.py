@@ -519,3 +519,14 @@ def test_the_chat_page_warms_the_model_library_only_where_turns_run(
     if thread is not None:
         thread.join(300)
         assert transports._demo_registered
+
+
+def test_an_empty_transcript_says_so_and_one_with_rows_does_not(
+    alice_client: Client, conversation: Any, alice: Any
+) -> None:
+    empty = alice_client.get(url("conversation", conversation)).content.decode()
+    assert "No messages yet." in empty
+
+    services.append_text_message(Scope.for_user(alice), conversation.pk, "user", "Hi")
+    page = alice_client.get(url("conversation", conversation)).content.decode()
+    assert "No messages yet." not in page and "Hi" in page
