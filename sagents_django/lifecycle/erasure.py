@@ -6,7 +6,9 @@ journals, feedback, recorded failures, trigger events), their files in every
 backend the site's factory names (``stores``), the runtime's keys in Redis (event
 counters, in-flight buffers, viewer entries), and the rows that name the user
 outside their conversations: feedback they gave, their MCP servers, trigger events
-started as them, their data exports.
+started as them, their data exports, the filesystems they own (with those
+filesystems' shares) and the shares that name them (of others' conversations and
+files).
 
 Order is what makes "nothing is recreated" true: running turns are cancelled first
 and waited for (a queued run, whose Celery task is still on the broker, is ended at
@@ -60,10 +62,12 @@ from sagents_django.runtime import admission
 from sagents_django.scope import (
     Scope,
     conversation_model,
+    owned_by_users,
     owner_field,
     owner_model,
     scope_class,
 )
+from sagents_django.sharing.models import ConversationShare, Filesystem, FilesystemShare
 
 from . import owners, stores
 
@@ -83,6 +87,10 @@ NAMES = {
     "TriggerEvent": "trigger_events",
     "StoredMcpServer": "mcp_servers",
     "DataExport": "exports",
+    "ConversationShare": "conversation_shares",
+    "ShareLink": "share_links",
+    "Filesystem": "filesystems",
+    "FilesystemShare": "filesystem_shares",
 }
 
 
@@ -129,7 +137,11 @@ def erase_user(
         StoredMcpServer.objects.filter(user=user),
         TriggerEvent.objects.filter(scope__user_id=_json_pk(user.pk)),
         DataExport.objects.filter(user=user),
+        ConversationShare.objects.filter(user=user),
+        FilesystemShare.objects.filter(user=user),
     ]
+    if owned_by_users(conversation_model()):  # else a team owns its filesystems
+        outside.append(Filesystem.objects.filter(owner_key=str(user.pk)))
     ledger = Ledger(user_pk=user.pk, owner_pk=user.pk)
     return _erase(
         f"user {user.pk}",
@@ -157,7 +169,10 @@ def erase_owner(
     owner = _instance(target, owner, what=str(target._meta.verbose_name))
     conversations = owners.conversations_of(owner.pk)
     scope = _scope(user=None, owner=owner)
-    outside = [StoredMcpServer.objects.filter(tenant=str(owner.pk))]
+    outside = [
+        StoredMcpServer.objects.filter(tenant=str(owner.pk)),
+        Filesystem.objects.filter(owner_key=str(owner.pk)),
+    ]
     ledger = Ledger(owner_pk=owner.pk)
     return _erase(
         f"owner {owner.pk}", scope, conversations, outside, dry_run, wait, ledger

@@ -22,10 +22,13 @@ def share_changed(conversation_id: Any) -> None:
 
 
 def _send(conversation_id: str) -> None:
-    from sagents_django.runtime import groups, layer
+    # The modules, not the runtime package (whose facade imports admission,
+    # which imports this module).
+    from sagents_django.runtime.groups import conversation_group
+    from sagents_django.runtime.layer import send_from_sync
 
-    layer.send_from_sync(
-        groups.conversation_group(conversation_id),
+    send_from_sync(
+        conversation_group(conversation_id),
         {"type": "share.changed", "conversation": conversation_id},
         what=f"tell the sockets of {conversation_id} about a share",
     )
@@ -34,13 +37,13 @@ def _send(conversation_id: str) -> None:
 def file_groups(key: tuple[str, str]) -> list[str]:
     """The groups a filesystem's file events go to (``groups.files_group`` of its
     JSON form: an id the site gave as an integer and as text name the same files)."""
-    from sagents_django.runtime import groups
+    from sagents_django.runtime.groups import files_group
 
     kind, ident = key
     forms: list[list[Any]] = [[kind, ident]]
     if ident.isdigit() and len(ident) < 19 and str(int(ident)) == ident:
         forms.append([kind, int(ident)])
-    return [groups.files_group(form) for form in forms]
+    return [files_group(form) for form in forms]
 
 
 def files_share_changed(key: tuple[str, str]) -> None:
@@ -49,10 +52,10 @@ def files_share_changed(key: tuple[str, str]) -> None:
 
 
 def _send_files(key: tuple[str, str]) -> None:
-    from sagents_django.runtime import layer
+    from sagents_django.runtime.layer import send_from_sync
 
     for group in file_groups(key):
-        layer.send_from_sync(
+        send_from_sync(
             group,
             {"type": "files.share_changed", "filesystem": list(key)},
             what=f"tell the sockets of {key[0]}:{key[1]} about a share",

@@ -34,6 +34,8 @@ from sagents_django.models import (
 )
 from sagents_django.runtime import agent_server
 from sagents_django.scope import Scope
+from sagents_django.sharing import filesystems
+from sagents_django.sharing import services as sharing
 from tests.fakes.openai_server import fault, reply
 from tests.lifecycle import agents
 from tests.lifecycle.conftest import (
@@ -109,6 +111,11 @@ def seed_rows(scope: Scope, other: Scope, conversation: Any, run_id: Any) -> Non
     StoredMcpServer.objects.create(
         user=scope.user, name="mine", url=f"https://mcp.example.com/{SECRET}"
     )
+    # Bob shares his conversation and his files with alice; her own files are
+    # shared with him (the rows of her filesystem go, his stay).
+    sharing.share(other, bobs.pk, scope.user, "read")
+    filesystems.share_files(other, bobs.pk, scope.user, "write")
+    filesystems.share_files(scope, conversation.pk, other.user, "read")
     seed_approvals(scope, other, conversation, run, bobs)
 
 
@@ -210,6 +217,8 @@ async def test_erasing_a_user_leaves_nothing_of_them_in_any_store(
     assert removed["tool_calls"] == 1 and removed["persistence_failures"] == 1
     assert removed["feedback"] == 2 and removed["trigger_events"] == 2
     assert removed["mcp_servers"] == 1 and removed["exports"] == 1
+    assert removed["conversation_shares"] == 1 and removed["filesystems"] >= 1
+    assert removed["filesystem_shares"] == 2  # to her, and of her files
     assert removed["display_messages"] >= 4
     # Two conversations, three backends each; the database's rows are counted
     # apart, and the disk's /notes/deep directory is an entry of its own.
