@@ -30,7 +30,7 @@ from sagents_django.core.middleware.spend_budget import BudgetDecision, CallEsti
 from sagents_django.models import COST_QUANTUM
 from sagents_django.scope import Scope
 
-from . import quick_check
+from . import approval, quick_check
 from .config import BudgetSettings
 from .limits import Limit, Subject, applicable, period_start, start_moment
 from .models import BudgetCounter, BudgetReservation, UsageEntry
@@ -38,7 +38,7 @@ from .texts import approval_text, exhausted_text, unpriced_text, warning_text
 
 logger = logging.getLogger(__name__)
 
-PERMISSION = "sagents_django.raise_budget"
+PERMISSION = approval.PERMISSION
 MILLION = Decimal(1_000_000)
 PASS_STATES = {"approve": ["approved"], "notify": ["notified", "approved"]}
 """The soft states past which a call goes on without a question (``judge``)."""
@@ -262,8 +262,12 @@ class BudgetBook:
 
     # Approving ----------------------------------------------------------------------
     def decide(self, data: dict[str, Any], approved: bool) -> None:
-        user = self.scope.user
-        if not (self.scope.is_authenticated and user.has_perm(PERMISSION)):
+        # Decided through an approval request (the inbox, the chat page, a link):
+        # by whoever voted; resumed directly: by the person the agent acts for.
+        recorded, user = approval.decider(self.run_id)
+        if not recorded:
+            user = self.scope.user if self.scope.is_authenticated else None
+        if user is None or not user.is_active or not user.has_perm(PERMISSION):
             raise InvalidResume(
                 _("Only someone allowed to raise budgets may answer this request.")
             )
