@@ -163,3 +163,50 @@ def test_the_estimate_is_priced_as_litellm_prices_the_call() -> None:
             call = CallEstimate(model=model, prompt_tokens=prompt, max_output_tokens=99)
             usage = TokenUsage(input=prompt, output=99)
             assert estimate_price(call, config) == price(model, usage, config)
+
+
+def test_turns_racing_on_kept_limits_never_hold_more_than_the_limit(
+    user: Any,
+) -> None:
+    """Eight turns, each past its first call (the one-statement check), reserve at
+    once from their own database threads until the day's budget says no."""
+    import threading
+
+    from django.db import connections
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks between connections: the PostgreSQL pass")
+    limit = Decimal("0.0112")  # room for 9 calls of $0.001125, not 10
+    Budget.objects.create(
+        scope="user", user=user, period="day", limit=limit, soft_percent=100
+    )
+    start = threading.Barrier(8)
+    allowed: list[Any] = []
+    one_statement: list[bool] = []
+
+    def turn() -> None:
+        try:
+            book = book_of(user)
+            book.release(book.reserve(CALL).hold)  # the first call reads the limits
+            start.wait()
+            while True:
+                with CaptureQueriesContext(connection) as checked:
+                    decision = book.reserve(CALL)
+                if decision.outcome != "allow":
+                    break
+                allowed.append(decision.hold)
+                one_statement.append(len(checked.captured_queries) == 1)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=turn) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert len(allowed) == 9
+    assert all(one_statement)
+    counter = counter_of(user, period="day")
+    assert counter.reserved == 9 * Decimal("0.001125") <= limit
+    assert BudgetReservation.objects.count() == 9
