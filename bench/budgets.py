@@ -4,10 +4,13 @@ The ledger holds 1,000,000 model calls (100,000 with ``--quick``) of 1,000 users
 over 60 days; the measured user has 3,000 of them this month. Three limits apply to
 that user (the site's month, the user's month and day), as ``Budget`` rows. Measured:
 
-- ``reserve``: ``BudgetBook.reserve`` (read the limits, lock and check the three
-  counters, raise them, insert the reservation: one transaction) then its release,
-  per call, after the counters exist; the target is 1 ms;
-- of which pricing: the estimate priced through litellm's offline cost map;
+- ``reserve``: ``BudgetBook.reserve`` then its release, per call, after the turn's
+  first call (which read the limits and found the counters): the limits kept, checked
+  against the budget rows' fingerprint, the three counters locked, checked and
+  raised and the reservation inserted in one statement (``budgets/quick_check.py``);
+  the target is 1 ms;
+- of which pricing: the estimate priced from the model's per-token rates (litellm's
+  offline cost map, looked up once per model);
 - the estimate: ``SpendBudget.estimate`` on a 100-message history (the prompt's
   tokens with litellm's tokenizer, cached per message as the loop does);
 - ``settle``: what the reply's transaction adds: the ledger row and the counters'
@@ -129,7 +132,7 @@ def run(database: str, rows: int, calls: int) -> None:
     from django.test.utils import CaptureQueriesContext
 
     from sagents_django.budgets.config import parse
-    from sagents_django.budgets.store import BudgetBook, price
+    from sagents_django.budgets.store import BudgetBook, estimate_price, price
     from sagents_django.budgets.turns import TurnLedger
     from sagents_django.core import Message, SpendBudget, State, TokenUsage
     from sagents_django.core.middleware.spend_budget import CallEstimate
@@ -179,7 +182,7 @@ def run(database: str, rows: int, calls: int) -> None:
         in_sql.append(clock.take())
         book.release(decision.hold)
         t2 = time.perf_counter()
-        price(estimate.model, TokenUsage(input=3500, output=1000), config)
+        estimate_price(estimate, config)
         t3 = time.perf_counter()
         reserve.append((t1 - t0) * 1000)
         release.append((t2 - t1) * 1000)
@@ -188,16 +191,16 @@ def run(database: str, rows: int, calls: int) -> None:
     kinds = " ".join(q["sql"].split()[0] for q in one.captured_queries)
     print(
         f"  reserve (the check), per call        {_median(reserve):8.3f} ms median, "
-        f"p95 {_p95(reserve):.3f} ms ({statements} statements in one transaction)"
+        f"p95 {_p95(reserve):.3f} ms ({statements} statements)"
     )
     print(f"    statements: {kinds}; one round trip (SELECT 1): {round_trip():.3f} ms")
     print(f"    of which in its statements         {_median(in_sql):8.3f} ms median")
     rest = [r - q for r, q in zip(reserve, in_sql, strict=True)]
     print(
-        f"    the rest (BEGIN, COMMIT, Python)   {_median(rest):8.3f} ms median "
+        f"    the rest (Python, any BEGIN/COMMIT) {_median(rest):7.3f} ms median "
         f"(the server's floor, one INSERT + COMMIT: {floor():.3f} ms)"
     )
-    print(f"    of which pricing (litellm map)     {_median(pricing):8.3f} ms median")
+    print(f"    of which pricing (per-token rates) {_median(pricing):8.3f} ms median")
     print(f"  release (a call that never replied)  {_median(release):8.3f} ms median")
 
     agent_state = State(

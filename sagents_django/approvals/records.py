@@ -23,8 +23,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from sagents_django.budgets import approval as budget_approval
 from sagents_django.conf import sagents_settings
-from sagents_django.core.approvals import interrupt_from_dict
+from sagents_django.core.approvals import ActionRequest, interrupt_from_dict
 from sagents_django.exceptions import InvalidInput
 from sagents_django.models import AgentRun, ToolCallRecord
 
@@ -97,6 +98,16 @@ def check_seen(interrupt_data: Any, seen: Any) -> None:
             )
 
 
+def action_requests_of(interrupt: Any) -> list[ActionRequest]:
+    """What an interrupt asks people to decide: its action requests, or the one a
+    budget's pause stands for (``budgets.approval``); [] for any other."""
+    requests = getattr(interrupt, "action_requests", None)
+    if requests is not None:
+        return list(requests)
+    budget = budget_approval.action_request(interrupt)
+    return [budget] if budget is not None else []
+
+
 def user_label(user: Any) -> str:
     if user is None or not getattr(user, "is_authenticated", False):
         return ""
@@ -125,7 +136,7 @@ def record_interrupt(
         typed = interrupt_from_dict(interrupt_data or {})
     except Exception:
         return []
-    requests = getattr(typed, "action_requests", None) or []
+    requests = action_requests_of(typed)
     if not requests:
         return []
     config = sagents_settings.APPROVALS
@@ -162,7 +173,8 @@ def record_interrupt(
                 subagent=r.subagent or "",
                 policy=policy[:255],
                 permission=r.permission or config.permission_for(r.tool_name, policy),
-                owner_decides=config.owner_decides,
+                # A budget is raised by its keepers, not by whoever spends it.
+                owner_decides=config.owner_decides and policy != budget_approval.POLICY,
                 approvals_needed=r.approvers or config.approvers_for(r.tool_name),
                 allowed_decisions=list(r.allowed_decisions),
                 expires_at=expires,
@@ -346,7 +358,7 @@ def ensure(conversation_id: Any) -> None:
         typed = interrupt_from_dict(data or {})
     except Exception:
         return
-    ids = [r.tool_call_id for r in getattr(typed, "action_requests", None) or []]
+    ids = [r.tool_call_id for r in action_requests_of(typed)]
     if (
         not ids
         or ApprovalRequest.objects.filter(

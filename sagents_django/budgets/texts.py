@@ -60,11 +60,38 @@ def warning_text(data: dict[str, Any]) -> str:
 
 
 def approval_text(data: dict[str, Any]) -> str:
+    """What the person the agent acts for reads while the call waits."""
     return _(
-        "Spending approval needed: %(period_words)s budget for %(scope_words)s is "
-        "$%(limit)s and $%(remaining)s is left. Someone allowed to raise budgets "
-        "must approve before the agent goes on."
+        "This reply needs budget approval: $%(remaining)s left of $%(limit)s "
+        "(%(period_words)s budget for %(scope_words)s). Someone allowed to raise "
+        "budgets must approve it before the agent goes on."
     ) % _words(data)
+
+
+def request_text(data: dict[str, Any]) -> str:
+    """What a person who may decide it reads (the inbox, the chat page, a link)."""
+    words = _words(data)
+    words["period_name"] = {
+        "day": _("daily"),
+        "month": _("monthly"),
+        "total": _("overall"),
+    }.get(data.get("period", ""), "")
+    kind, _sep, value = str(data.get("key", "")).partition(":")
+    words["whose"] = {
+        "site": _("the site"),
+        "owner": _("owner %(value)s"),
+        "user": _("user %(value)s"),
+        "conversation": _("this conversation"),
+    }.get(kind, kind) % {"value": value}
+    return (
+        _(
+            "This reply needs budget approval: $%(remaining)s left of $%(limit)s "
+            "(the %(period_name)s budget of %(whose)s); the call needs about "
+            "$%(estimate)s. Approve to let the agent go on past the soft limit this "
+            "period, or reject to stop it there."
+        )
+        % words
+    )
 
 
 def unpriced_text(data: dict[str, Any]) -> str:
@@ -86,5 +113,16 @@ def describe(data: Any, *, exhausted: bool) -> str | None:
         if data.get("reason") == "unpriced":
             return unpriced_text(data)
         return exhausted_text(data) if exhausted else warning_text(data)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def pause_text(data: Any, *, deciding: bool) -> str | None:
+    """A budget approval's sentence for a reader who decides it or waits for it;
+    None when ``data`` is not what this module wrote."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return request_text(data) if deciding else approval_text(data)
     except (KeyError, TypeError, ValueError):
         return None

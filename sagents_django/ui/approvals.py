@@ -21,7 +21,9 @@ from typing import Any
 from django.http import QueryDict
 
 from sagents_django.admin.presentation import pretty_json
-from sagents_django.approvals.records import arguments_hash
+from sagents_django.approvals.records import action_requests_of, arguments_hash
+from sagents_django.budgets import approval as budget_approval
+from sagents_django.budgets import texts as budget_texts
 from sagents_django.core.approvals import CustomInterrupt, interrupt_from_dict
 from sagents_django.core.exceptions import SerializationError
 from sagents_django.models import AgentRun, AgentState
@@ -77,6 +79,9 @@ class Request:
     approvals_given: int = 0
     reason: str = ""
     error: str = ""
+    budget: bool = False
+    """A budget's approval (``budgets.approval``): approve or reject, no arguments
+    to edit."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -96,8 +101,7 @@ def requests_of(interrupt_data: Any) -> list[Request]:
         interrupt = interrupt_from_dict(interrupt_data)
     except SerializationError:
         return []
-    if isinstance(interrupt, CustomInterrupt):
-        return []
+    budget = budget_approval.is_budget(interrupt)
     return [
         Request(
             index=i,
@@ -105,14 +109,21 @@ def requests_of(interrupt_data: Any) -> list[Request]:
             tool_name=r.tool_name,
             arguments=pretty_json(r.arguments),
             allowed=tuple(r.allowed_decisions),
-            description=r.description or "",
+            # A budget's sentence in the reader's language, from its figures.
+            description=(
+                budget_texts.pause_text(r.arguments, deciding=True)
+                if budget
+                else r.description
+            )
+            or "",
             subagent=r.subagent or "",
             values=dict(r.arguments),
             schema=r.parameters,
             fields=approval_fields.fields_for(r.parameters, r.arguments),
             arguments_hash=arguments_hash(r.arguments),
+            budget=budget,
         )
-        for i, r in enumerate(interrupt.action_requests)
+        for i, r in enumerate(action_requests_of(interrupt))
     ]
 
 
@@ -141,7 +152,17 @@ def pending_for(scope: Scope, conversation_id: Any) -> list[Request]:
         records.ensure(conversation_id)
         rows = {r.tool_call_id: r for r in records.open_requests(conversation_id)}
         annotate(requests, rows, user=scope.user)
+        # The person a budget's approval waits for someone else to give sees
+        # the pause, not a form (``waiting_without_form``).
+        requests = [r for r in requests if not r.budget or _decides(scope, rows, r)]
     return requests
+
+
+def _decides(scope: Scope, rows: dict[str, Any], request: Request) -> bool:
+    from sagents_django.approvals import routing
+
+    row = rows.get(request.tool_call_id)
+    return row is not None and routing.may_decide(scope.user, row)
 
 
 def waiting_without_form(scope: Scope, conversation_id: Any) -> str:
@@ -162,6 +183,10 @@ def waiting_without_form(scope: Scope, conversation_id: Any) -> str:
         return "The agent is paused on a request this page cannot show."
     if not isinstance(interrupt, CustomInterrupt):
         return ""
+    if budget_approval.is_budget(interrupt):
+        said = budget_texts.pause_text(interrupt.data, deciding=False)
+        if said:
+            return said
     message = interrupt.data.get("message")
     return (
         message

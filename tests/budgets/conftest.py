@@ -41,3 +41,18 @@ async def budget_site(settings: Any, fake_llm: Any, litellm_warmed: Any) -> Any:
     yield fake_llm
     assert await asyncio.to_thread(wait_inline, 30)
     await sync_to_async(connections.close_all)()
+
+
+async def user_budget(user: Any, limit: str, soft_percent: int) -> Any:
+    """A monthly ``Budget`` row of ``user``."""
+    from decimal import Decimal
+
+    from sagents_django.models import Budget
+
+    return await Budget.objects.acreate(
+        scope="user",
+        user=user,
+        period="month",
+        limit=Decimal(limit),
+        soft_percent=soft_percent,
+    )

@@ -16,6 +16,8 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission
 from django.dispatch import receiver
 
+from sagents_django.approvals.models import ApprovalRequest
+from sagents_django.exceptions import InvalidInput
 from sagents_django.models import (
     AgentRun,
     AgentState,
@@ -237,10 +239,17 @@ async def test_past_the_soft_threshold_the_call_waits_for_someone_allowed(
     assert finished["data"]["status"] == "interrupted"
     assert budget_site.requests == []
 
-    refused = await agent_server.aresume(scope, conversation.pk, [{"type": "approve"}])
-    refused_end = await follower.finished(refused)
-    assert refused_end["data"]["status"] == "error"  # not allowed to raise budgets
+    # Not allowed to raise budgets: refused at the door, nothing changes.
+    with pytest.raises(InvalidInput, match="may not decide"):
+        await agent_server.aresume(scope, conversation.pk, [{"type": "approve"}])
     assert budget_site.requests == []
+    assert await AgentRun.objects.acount() == 1
+    row = await ApprovalRequest.objects.aget(conversation_id=conversation.pk)
+    assert (row.status, row.permission, row.owner_decides) == (
+        "pending",
+        "sagents_django.raise_budget",
+        False,
+    )
 
     permission = await Permission.objects.aget(codename="raise_budget")
     await sync_to_async(scope.user.user_permissions.add)(permission)

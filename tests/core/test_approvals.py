@@ -362,3 +362,31 @@ def test_a_request_keeps_its_tools_schema_through_json_and_refuses_a_bad_one():
     data["action_requests"][0]["parameters"] = "not a schema"
     with pytest.raises(SerializationError, match=r"action_requests\[0\]\.parameters"):
         interrupt_from_dict(data)
+
+
+def test_a_schemas_property_order_survives_a_store_that_sorts_keys():
+    """PostgreSQL's jsonb keeps no key order: the stored ``parameter_order`` does."""
+    properties = {"title": {}, "count": {}, "a_late_one": {}, "b": {}}
+    schema = {"type": "object", "properties": properties, "required": ["count"]}
+    data = write_request(parameters=schema).to_dict()
+    assert data["parameter_order"] == ["title", "count", "a_late_one", "b"]
+    sorted_store = json.loads(json.dumps(data, sort_keys=True))
+    assert list(sorted_store["parameters"]["properties"]) != data["parameter_order"]
+
+    back = ActionRequest.from_dict(sorted_store)
+
+    assert back.parameters == schema
+    assert list(back.parameters["properties"]) == ["title", "count", "a_late_one", "b"]
+    # Written before the order was stored, or naming fewer: the rest keep their place.
+    del sorted_store["parameter_order"]
+    assert ActionRequest.from_dict(sorted_store).parameters == schema
+    sorted_store["parameter_order"] = ["count"]
+    assert list(ActionRequest.from_dict(sorted_store).parameters["properties"]) == [
+        "count",
+        "a_late_one",
+        "b",
+        "title",
+    ]
+    sorted_store["parameter_order"] = "title,count"
+    with pytest.raises(SerializationError, match=r"parameter_order"):
+        ActionRequest.from_dict(sorted_store)

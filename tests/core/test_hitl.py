@@ -125,6 +125,7 @@ async def test_the_interrupt_names_each_call_that_needs_a_decision_and_its_optio
                 "allowed_decisions": ["approve", "edit", "reject"],
                 "middleware_id": HITL_ID,
                 "parameters": WRITE_SCHEMA,  # the tool's schema, for the forms
+                "parameter_order": list(WRITE_SCHEMA["properties"]),
             },
             {
                 "tool_call_id": "d1",
@@ -133,6 +134,7 @@ async def test_the_interrupt_names_each_call_that_needs_a_decision_and_its_optio
                 "allowed_decisions": ["approve", "reject"],
                 "middleware_id": HITL_ID,
                 "parameters": PATH_SCHEMA,
+                "parameter_order": list(PATH_SCHEMA["properties"]),
             },
         ],
         "review_configs": {

@@ -198,6 +198,7 @@ async def test_a_subagent_pausing_twice_resumes_across_fresh_interpreters(fake_l
             "middleware_id": HITL_ID,
             "subagent": "calculator",
             "parameters": subagent_app.ADD.parameters,
+            "parameter_order": list(subagent_app.ADD.parameters["properties"]),
         }
     ]
     assert data["interrupt"]["action_requests"][0]["tool_call_id"] == "s1"

@@ -11,6 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from sagents_django import services
+from sagents_django.core.approvals import ActionRequest
 from sagents_django.models import AgentState
 from sagents_django.scope import Scope
 from sagents_django.ui import files
@@ -50,15 +51,15 @@ def pause(conversation: Any, *requests: dict[str, Any]) -> None:
 
 
 def request(name: str, arguments: dict[str, Any], schema: Any = SCHEMA, n: int = 0):
-    data = {
-        "tool_call_id": f"call-{n}",
-        "tool_name": name,
-        "arguments": arguments,
-        "allowed_decisions": ["approve", "edit", "reject"],
-    }
-    if schema is not None:
-        data["parameters"] = schema
-    return data
+    """An action request as the loop stores it (on PostgreSQL, ``jsonb`` keeps
+    none of the schema's key order: the stored ``parameter_order`` does)."""
+    return ActionRequest(
+        tool_call_id=f"call-{n}",
+        tool_name=name,
+        arguments=arguments,
+        allowed_decisions=("approve", "edit", "reject"),
+        parameters=schema,
+    ).to_dict()
 
 
 def decide(client: Client, conversation: Any, post: dict[str, Any], **extra: Any):

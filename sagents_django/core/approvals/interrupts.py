@@ -87,6 +87,9 @@ class ActionRequest:
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
+        order = property_order(self.parameters)
+        if order:
+            data["parameter_order"] = order
         return data
 
     @classmethod
@@ -139,6 +142,14 @@ class ActionRequest:
             "must be an object (a JSON schema)",
             parameters,
         )
+        order = data.get("parameter_order")
+        _need(
+            order is None
+            or (isinstance(order, list) and all(isinstance(n, str) for n in order)),
+            f"{where}.parameter_order",
+            "must be a list of property names",
+            order,
+        )
         approvers = data.get("approvers")
         _need(
             approvers is None
@@ -155,10 +166,31 @@ class ActionRequest:
             allowed_decisions=tuple(allowed),
             middleware_id=data.get("middleware_id"),
             subagent=data.get("subagent"),
-            parameters=parameters,
+            parameters=in_order(parameters, order),
             permission=data.get("permission"),
             approvers=approvers,
         )
+
+
+def property_order(schema: Any) -> list[str]:
+    """The names of an object schema's properties, in the tool's order."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return [str(name) for name in properties] if isinstance(properties, dict) else []
+
+
+def in_order(schema: dict[str, Any] | None, order: list[str] | None) -> Any:
+    """``schema`` with its properties in ``order``. Why: a JSON object's key order
+    is not kept by every store (PostgreSQL's ``jsonb`` sorts keys), and a form
+    draws the arguments in the tool's order, so the order is stored beside the
+    schema (``parameter_order``). Names the order misses keep their place after."""
+    if not order or not isinstance(schema, dict):
+        return schema
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return schema
+    ordered = {name: properties[name] for name in order if name in properties}
+    ordered.update((name, p) for name, p in properties.items() if name not in ordered)
+    return {**schema, "properties": ordered}
 
 
 # Interrupts ---------------------------------------------------------------------
