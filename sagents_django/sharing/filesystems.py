@@ -56,6 +56,7 @@ from .services import (
     MAX_LISTED,
     _access,
     _target,
+    delete_share,
     listed,
     owned_conversation,
     save_share,
@@ -238,6 +239,16 @@ def revoke_files(scope: Scope, conversation_id: Any, target: Any) -> bool:
     return bool(deleted)
 
 
+def revoke_file_share(scope: Scope, conversation_id: Any, share_id: Any) -> bool:
+    """``revoke_files`` by the share row's id (what the files panel posts)."""
+    with transaction.atomic():
+        key = filesystem_of(scope, conversation_id).key
+        rows = FilesystemShare.objects.filter(
+            filesystem__kind=key[0], filesystem__ident=key[1]
+        )
+        return delete_share(rows, share_id, lambda: notify.files_share_changed(key))
+
+
 def file_shares_of(scope: Scope, conversation_id: Any) -> list[FilesystemShare]:
     """The shares of the conversation's filesystem (the owner's view), users
     first."""
@@ -312,6 +323,7 @@ __all__ = [
     "filesystem_of",
     "key_of",
     "open_filesystem",
+    "revoke_file_share",
     "revoke_files",
     "share_files",
 ]
