@@ -262,6 +262,9 @@ class SharedFilesystem:
 
     filesystem: Filesystem
     access: Access
+    shared_by: Any = None
+    """Who made the latest of the shares reaching the viewer (the owner, or
+    whoever shared for them); None when unknown."""
 
 
 def files_shared_with_me(scope: Scope) -> list[SharedFilesystem]:
@@ -272,10 +275,11 @@ def files_shared_with_me(scope: Scope) -> list[SharedFilesystem]:
         return []
     best: dict[int, Access] = {}
     rows: dict[int, Filesystem] = {}
+    by: dict[int, Any] = {}
     owner = _owner_key(scope)
     shares = (
         FilesystemShare.objects.filter(_member_of(user))
-        .select_related("filesystem")
+        .select_related("filesystem", "created_by")
         .order_by("-updated_at", "-id")[:MAX_LISTED]
     )
     for share in shares:
@@ -283,9 +287,13 @@ def files_shared_with_me(scope: Scope) -> list[SharedFilesystem]:
         if owner is not None and filesystem.owner_key == owner:
             continue
         rows.setdefault(filesystem.pk, filesystem)
+        by.setdefault(filesystem.pk, share.created_by)
         if best.get(filesystem.pk) != "write":
             best[filesystem.pk] = share.access  # type: ignore[assignment]
-    return [SharedFilesystem(filesystem=f, access=best[pk]) for pk, f in rows.items()]
+    return [
+        SharedFilesystem(filesystem=f, access=best[pk], shared_by=by[pk])
+        for pk, f in rows.items()
+    ]
 
 
 def open_filesystem(
