@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 try:
     from channels.db import database_sync_to_async
@@ -35,6 +36,7 @@ from sagents_django.scope import Scope, scope_class
 from sagents_django.sequencing import Sequencer
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class AgentConsumerBase(AsyncWebsocketConsumer):
@@ -104,6 +106,13 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
             self.token_group = groups.token_group(user.pk)
             await layer.group_add(self.token_group, self.channel_name)
         return True
+
+    async def in_database(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` run where it may use the database (Channels'
+        ``database_sync_to_async``), for consumers that import nothing of Channels
+        themselves."""
+        result: T = await database_sync_to_async(fn)(*args)
+        return result
 
     async def refuse(self, code: int) -> None:
         # Accepted, then closed: a refusal before accepting is an HTTP 403 with

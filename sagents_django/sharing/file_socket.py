@@ -15,14 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-# First: without Channels, it says what to install.
-from sagents_django.sockets import AgentConsumerBase
-
-# isort: split
-from channels.db import database_sync_to_async
-
 from sagents_django import protocol
 from sagents_django.exceptions import InvalidInput, NotFound
+from sagents_django.sockets import AgentConsumerBase  # says to install Channels
 
 from . import file_views
 
@@ -58,6 +53,6 @@ class SharedFilesConsumer(AgentConsumerBase):
         """Nothing is asked of this socket (the upload form posts over HTTP)."""
 
     async def _redraw(self) -> None:
-        html = await database_sync_to_async(file_views.tree_fragment)(self.filesystem)
+        html = await self.in_database(file_views.tree_fragment, self.filesystem)
         if not self.closed:
             await self.send(text_data=html)
