@@ -150,25 +150,6 @@ def test_a_share_that_cannot_be_made_says_why_and_writes_nothing(
     assert not FilesystemShare.objects.exists()
 
 
-def test_a_user_the_site_forbids_gets_the_same_answer_as_no_one(
-    settings: Any, alice: Any, alice_client: Client, conversation: Any
-) -> None:
-    settings.SAGENTS = {"SHARE_WITH": "tests.sharing.tenants.share_with"}
-    alice.email = "alice@acme.test"
-    alice.save()
-    for name in ("olga@other.test", "otto@acme.test"):
-        get_user_model().objects.create_user(name.split("@")[0], email=name)
-    answers = {
-        name: alice_client.post(url("share_files", conversation.pk), {"name": name})
-        for name in ("olga", "otto")
-    }
-
-    page = alice_client.get(url("conversation", conversation.pk)).content.decode()
-    assert NOBODY in page
-    assert {a.status_code for a in answers.values()} == {302}
-    assert [s.user.username for s in FilesystemShare.objects.all()] == ["otto"]
-
-
 def test_only_the_owner_may_share_or_stop_sharing_the_files(
     alice: Any, bob: Any, bob_client: Client, conversation: Any
 ) -> None:
