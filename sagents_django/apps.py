@@ -11,9 +11,11 @@ class SagentsDjangoConfig(AppConfig):
 
     def ready(self) -> None:
         # Registration only: import time stays inert (no settings reads, no I/O).
+        from django.conf import settings
         from django.contrib.auth.signals import user_logged_out
         from django.core import checks
         from django.core.signals import setting_changed
+        from django.db.models.signals import pre_save
 
         from sagents_django import conf, sign_out
         from sagents_django.checks import (
@@ -32,6 +34,11 @@ class SagentsDjangoConfig(AppConfig):
         setting_changed.connect(conf.reset_on_setting_changed)
         user_logged_out.connect(
             sign_out.close_sockets, dispatch_uid="sagents_close_sockets"
+        )
+        pre_save.connect(  # a lazy sender: the user model may not be loaded yet
+            sign_out.credentials_changing,
+            sender=settings.AUTH_USER_MODEL,
+            dispatch_uid="sagents_close_token_sockets",
         )
         conversation_changed.connect(
             live_lists.publish_change, dispatch_uid="sagents_live_lists"

@@ -8,7 +8,10 @@ of what they follow while open (viewer entries expire unless renewed), and put e
 conversation's frames back in ``seq`` order (``sequencing``) before they show them.
 A conversation shared with the user is used through the scope its share lends
 (``scope_of``); when its shares change (``share.changed``, ``sharing.notify``) the
-socket asks again, and closes (4404) when the share is gone.
+socket asks again, and closes (4404) when the share is gone. A socket a bearer token
+signed in (the AG-UI socket's) closes with 4401 as soon as its user's password
+changes or the user is deactivated (``sign_out.close_token_sockets``): the token is
+no longer valid, and the socket would otherwise go on acting for it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 try:
     from channels.db import database_sync_to_async
@@ -32,6 +36,7 @@ from sagents_django.scope import Scope, scope_class
 from sagents_django.sequencing import Sequencer
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class AgentConsumerBase(AsyncWebsocketConsumer):
@@ -55,6 +60,8 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
     timers: dict[str, asyncio.Task[None]]
     refresher: asyncio.Task[None] | None = None
     session_group: str | None = None
+    token_group: str | None = None
+    """The user's group of sockets a bearer token signed in (``groups.token_group``)."""
     lent: dict[str, Scope]
     """The scopes shares lend this socket, by conversation (``scope_of``)."""
     files: dict[int, tuple[str, str]]
@@ -95,7 +102,17 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
         if key:
             self.session_group = groups.session_group(key)
             await layer.group_add(self.session_group, self.channel_name)
+        if by_token:
+            self.token_group = groups.token_group(user.pk)
+            await layer.group_add(self.token_group, self.channel_name)
         return True
+
+    async def in_database(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` run where it may use the database (Channels'
+        ``database_sync_to_async``), for consumers that import nothing of Channels
+        themselves."""
+        result: T = await database_sync_to_async(fn)(*args)
+        return result
 
     async def refuse(self, code: int) -> None:
         # Accepted, then closed: a refusal before accepting is an HTTP 403 with
@@ -114,6 +131,12 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
         if not self.closed:
             await self.close_with(protocol.CLOSE_UNAUTHENTICATED)
 
+    async def credentials_changed(self, message: dict[str, Any]) -> None:
+        """The password of the user a bearer token signed this socket in as
+        changed (or the user was deactivated): the token is no longer valid."""
+        if not self.closed:
+            await self.close_with(protocol.CLOSE_UNAUTHENTICATED)
+
     async def disconnect(self, code: int) -> None:
         self.closed = True
         for task in [self.refresher, *self.timers.values()]:
@@ -121,8 +144,9 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
-        if self.session_group is not None:
-            await layer.group_discard(self.session_group, self.channel_name)
+        for group in (self.session_group, self.token_group):
+            if group is not None:
+                await layer.group_discard(group, self.channel_name)
         for cid in list(self.viewed):
             await self.stop_viewing(cid)
         for fid in list(self.files):

@@ -47,6 +47,7 @@ from sagents_django.core.approvals import interrupt_from_dict
 from sagents_django.exceptions import NotFound
 from sagents_django.runtime import RunOutcome, agent_server
 from sagents_django.scope import Scope
+from sagents_django.sharing import filesystems
 
 if TYPE_CHECKING:
     from sagents_django.models import Conversation
@@ -67,9 +68,12 @@ def start_conversation_session(
     Raises ``NotFound`` when the scope does not own the conversation (or it does not
     exist). ``filesystem_scope`` names the virtual filesystem the agent's file tools
     share, e.g. ``("user", user.pk)`` (JSON: it travels with the run to whichever
-    process runs it); None gives the conversation its own. A stored state this code
-    cannot read raises (``StateVersionError``, ``SerializationError``) rather than
-    silently starting over.
+    process runs it); None gives the conversation its own. It is checked now, as
+    every turn checks it (``sharing.filesystems.check_named``): the conversation's
+    own, one the scope owns (or claims now, a new name) or one shared with it to
+    write; ``PermissionDenied`` for a read share, ``NotFound`` for anyone else's.
+    A stored state this code cannot read raises (``StateVersionError``,
+    ``SerializationError``) rather than silently starting over.
     """
     if sagents_settings.FACTORY is None:
         # Every turn builds the agent through the setting (in any process): say so
@@ -84,6 +88,9 @@ def start_conversation_session(
     # The service returns the active conversation model typed as its abstract base;
     # the cast names this site's model for type checkers (nothing runs).
     conversation = cast("Conversation", found)
+    # Before a session is handed out: someone else's files are refused here, not
+    # at the first turn.
+    filesystems.check_named(scope, conversation.pk, filesystem_scope)
     session = Session(
         conversation=conversation, scope=scope, filesystem_scope=filesystem_scope
     )

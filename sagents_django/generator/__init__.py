@@ -244,6 +244,7 @@ def _context(options: SetupOptions) -> dict[str, Any]:
                 ("sagents_django.core.approvals", ["interrupt_from_dict"]),
                 ("sagents_django.exceptions", ["NotFound"]),
                 ("sagents_django.runtime", ["RunOutcome", "agent_server"]),
+                ("sagents_django.sharing", ["filesystems"]),
                 *scope,
             ],
             host=host_scope,

@@ -1,6 +1,7 @@
 """Channel-layer group names: one per conversation, its debug stream, its control
 line (cancel / notify to the worker running its turn), one per filesystem scope, one
-per signed-in session (its sockets), and one per owner (its conversation lists).
+per signed-in session (its sockets), one per user for the sockets a bearer token
+signed in, and one per owner (its conversation lists).
 
 Group names allow only ``[A-Za-z0-9._-]`` and fewer than 100 characters, so ids are
 written as UUID hex and a filesystem scope (any JSON value) as a short hash.
@@ -45,6 +46,14 @@ def session_group(session_key: str) -> str:
     """Every socket signed in by one session (closed when it signs out). Named by a
     hash: the key is a secret, and group names show in the layer's Redis."""
     return f"{PREFIX}.session.{hashlib.sha256(session_key.encode()).hexdigest()[:32]}"
+
+
+def token_group(user_pk: Any) -> str:
+    """Every socket a bearer token signed in as one user (closed when the user's
+    password changes or the user is deactivated: ``sign_out``). Hashed like a
+    session key (a primary key may be any text)."""
+    digest = hashlib.sha256(str(user_pk).encode()).hexdigest()[:32]
+    return f"{PREFIX}.token.{digest}"
 
 
 def owner_group(owner_key: str) -> str:

@@ -56,6 +56,7 @@ from .services import (
     MAX_LISTED,
     _access,
     _target,
+    delete_share,
     listed,
     owned_conversation,
     save_share,
@@ -238,6 +239,16 @@ def revoke_files(scope: Scope, conversation_id: Any, target: Any) -> bool:
     return bool(deleted)
 
 
+def revoke_file_share(scope: Scope, conversation_id: Any, share_id: Any) -> bool:
+    """``revoke_files`` by the share row's id (what the files panel posts)."""
+    with transaction.atomic():
+        key = filesystem_of(scope, conversation_id).key
+        rows = FilesystemShare.objects.filter(
+            filesystem__kind=key[0], filesystem__ident=key[1]
+        )
+        return delete_share(rows, share_id, lambda: notify.files_share_changed(key))
+
+
 def file_shares_of(scope: Scope, conversation_id: Any) -> list[FilesystemShare]:
     """The shares of the conversation's filesystem (the owner's view), users
     first."""
@@ -251,6 +262,9 @@ class SharedFilesystem:
 
     filesystem: Filesystem
     access: Access
+    shared_by: Any = None
+    """Who made the latest of the shares reaching the viewer (the owner, or
+    whoever shared for them); None when unknown."""
 
 
 def files_shared_with_me(scope: Scope) -> list[SharedFilesystem]:
@@ -261,10 +275,11 @@ def files_shared_with_me(scope: Scope) -> list[SharedFilesystem]:
         return []
     best: dict[int, Access] = {}
     rows: dict[int, Filesystem] = {}
+    by: dict[int, Any] = {}
     owner = _owner_key(scope)
     shares = (
         FilesystemShare.objects.filter(_member_of(user))
-        .select_related("filesystem")
+        .select_related("filesystem", "created_by")
         .order_by("-updated_at", "-id")[:MAX_LISTED]
     )
     for share in shares:
@@ -272,9 +287,13 @@ def files_shared_with_me(scope: Scope) -> list[SharedFilesystem]:
         if owner is not None and filesystem.owner_key == owner:
             continue
         rows.setdefault(filesystem.pk, filesystem)
+        by.setdefault(filesystem.pk, share.created_by)
         if best.get(filesystem.pk) != "write":
             best[filesystem.pk] = share.access  # type: ignore[assignment]
-    return [SharedFilesystem(filesystem=f, access=best[pk]) for pk, f in rows.items()]
+    return [
+        SharedFilesystem(filesystem=f, access=best[pk], shared_by=by[pk])
+        for pk, f in rows.items()
+    ]
 
 
 def open_filesystem(
@@ -312,6 +331,7 @@ __all__ = [
     "filesystem_of",
     "key_of",
     "open_filesystem",
+    "revoke_file_share",
     "revoke_files",
     "share_files",
 ]

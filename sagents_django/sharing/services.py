@@ -9,6 +9,7 @@ share stops at once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,15 +109,24 @@ def revoke(scope: Scope, conversation_id: Any, target: Any) -> bool:
 
 def revoke_share(scope: Scope, conversation_id: Any, share_id: Any) -> bool:
     """``revoke`` by the share row's id (what the share panel posts)."""
-    if type(share_id) is not int:
-        raise InvalidInput(f"share_id must be an integer, not {share_id!r}")
     with transaction.atomic():
         conversation = owned_conversation(scope, conversation_id)
-        deleted, _ = ConversationShare.objects.filter(
-            conversation=conversation, pk=share_id
-        ).delete()
-        if deleted:
-            notify.share_changed(conversation.pk)
+        rows = ConversationShare.objects.filter(conversation=conversation)
+        return delete_share(
+            rows, share_id, lambda: notify.share_changed(conversation.pk)
+        )
+
+
+def delete_share(
+    shares: models.QuerySet, share_id: Any, tell: Callable[[], None]
+) -> bool:
+    """Delete the share ``share_id`` (a row's id, as the panels post it) among
+    ``shares``, and ``tell()`` the sockets if there was one; whether there was."""
+    if type(share_id) is not int:
+        raise InvalidInput(f"share_id must be an integer, not {share_id!r}")
+    deleted, _ = shares.filter(pk=share_id).delete()
+    if deleted:
+        tell()
     return bool(deleted)
 
 

@@ -13,6 +13,18 @@ urlpatterns = [
         views.remove_share,
         name="revoke_share",
     ),
+    path(
+        "c/<uuid:conversation_id>/files/share/",
+        views.add_share,
+        {"panel": "files"},
+        name="share_files",
+    ),
+    path(
+        "c/<uuid:conversation_id>/files/share/<int:share_id>/revoke/",
+        views.remove_share,
+        {"panel": "files"},
+        name="revoke_file_share",
+    ),
     path("c/<uuid:conversation_id>/links/", views.add_link, name="share_link"),
     path(
         "c/<uuid:conversation_id>/links/<uuid:link_id>/revoke/",
@@ -21,4 +33,9 @@ urlpatterns = [
     ),
     path("s/<str:token>/", views.shared_link, name="shared_link"),
     path("files/<int:filesystem_id>/", file_views.shared_files, name="shared_files"),
+    path(
+        "files/<int:filesystem_id>/upload/",
+        file_views.upload_shared,
+        name="shared_files_upload",
+    ),
 ]

@@ -1,8 +1,12 @@
-"""The share panel's forms (the owner's) and the read-only link page (anyone's).
+"""The share panels' forms (the owner's) and the read-only link page (anyone's).
 
-The panel's forms are plain POSTs, answered like the chat page's other forms
-(``views.common.done``): with htmx, the panel drawn again; without, back to the
-page. Every one goes through the owner's scope (``services.owned_conversation``):
+Two panels share these views, one template of who and form
+(``partials/share_targets.html``) and the same errors: the conversation's Sharing
+panel, and the files panel's "Share files" (the conversation's filesystem,
+``sharing.filesystems``); the URL says which (``panel=``). The forms are plain
+POSTs, answered like the chat page's other forms (``views.common.done``): with
+htmx, the panel drawn again; without, back to the page. Every one goes through
+the owner's scope (``services.owned_conversation``):
 a person the conversation is only shared with gets 404, whatever they post.
 
 The link page shows the transcript's text and nothing else: no form, no script, no
@@ -13,6 +17,7 @@ no ``Referer`` (the token is in the URL, and the transcript may hold links).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import wraps
 from typing import Any
@@ -32,7 +37,7 @@ from sagents_django.services.branches import load_tree, path_filter
 from sagents_django.ui import transcript
 from sagents_django.views.common import done, is_htmx
 
-from . import links, services
+from . import filesystems, links, services
 
 View = Callable[..., HttpResponse]
 
@@ -62,17 +67,61 @@ def panel_context(scope: Scope, conversation: Any) -> dict[str, Any]:
     }
 
 
+def files_panel_context(scope: Scope, conversation: Any) -> dict[str, Any]:
+    """What the files panel's "Share files" shows: the conversation's filesystem
+    (claimed for its owner if no one had) and its shares; NotFound unless
+    ``scope`` owns both."""
+    pk = conversation.pk
+    return {
+        "conversation": conversation,
+        "filesystem": filesystems.filesystem_of(scope, pk),
+        "shares": filesystems.file_shares_of(scope, pk),
+    }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Panel:
+    """One of the owner's share panels: what it draws, and how it shares."""
+
+    template: str
+    context: Callable[[Scope, Any], dict[str, Any]]
+    share: Callable[[Scope, Any, Any, Any], Any]
+    """``(scope, conversation_id, target, access)``."""
+    revoke: Callable[[Scope, Any, Any], bool]
+    """``(scope, conversation_id, share_id)``."""
+
+
+PANELS = {
+    "conversation": Panel(
+        template="sagents_django/partials/share_panel.html",
+        context=panel_context,
+        share=services.share,
+        revoke=services.revoke_share,
+    ),
+    "files": Panel(
+        template="sagents_django/partials/file_share_panel.html",
+        context=files_panel_context,
+        share=filesystems.share_files,
+        revoke=filesystems.revoke_file_share,
+    ),
+}
+"""The panels the same views serve (the URL says which: ``panel=``)."""
+
+
 def _panel(
-    request: HttpRequest, conversation_id: str, *, error: str = ""
+    request: HttpRequest,
+    conversation_id: str,
+    *,
+    error: str = "",
+    panel: str = "conversation",
 ) -> HttpResponse:
     scope = get_scope(request)
     conversation = services.owned_conversation(scope, conversation_id)
     if is_htmx(request):
-        context = {**panel_context(scope, conversation), "error": error}
+        shown = PANELS[panel]
+        context = {**shown.context(scope, conversation), "error": error}
         status = 422 if error else 200
-        return render(
-            request, "sagents_django/partials/share_panel.html", context, status=status
-        )
+        return render(request, shown.template, context, status=status)
     return done(request, conversation, error=error)
 
 
@@ -93,23 +142,26 @@ def _owner_only(view: View) -> View:
 @login_required
 @require_POST
 @_owner_only
-def add_share(request: HttpRequest, conversation_id: str) -> HttpResponse:
-    """Share with the user (username or email) or group (name) typed."""
+def add_share(
+    request: HttpRequest, conversation_id: str, panel: str = "conversation"
+) -> HttpResponse:
+    """Share (the conversation, or with ``panel="files"`` its filesystem) with
+    the user (username or email) or group (name) typed."""
     scope = get_scope(request)
-    services.owned_conversation(scope, conversation_id)  # 404 before anything
+    shown = PANELS[panel]
+    shown.context(scope, services.owned_conversation(scope, conversation_id))  # 404
     access = request.POST.get("access", "read")
     try:
         target = services.find_target(
             scope, conversation_id, request.POST.get("name", "")
         )
-        services.share(scope, conversation_id, target, access)
+        shown.share(scope, conversation_id, target, access)
     except NotFound:
-        return _panel(
-            request, conversation_id, error="No one you may share with has that name."
-        )
+        error = "No one you may share with has that name."
+        return _panel(request, conversation_id, error=error, panel=panel)
     except (InvalidInput, PermissionDenied) as exc:
-        return _panel(request, conversation_id, error=str(exc))
-    return _panel(request, conversation_id)
+        return _panel(request, conversation_id, error=str(exc), panel=panel)
+    return _panel(request, conversation_id, panel=panel)
 
 
 @csp
@@ -117,10 +169,13 @@ def add_share(request: HttpRequest, conversation_id: str) -> HttpResponse:
 @require_POST
 @_owner_only
 def remove_share(
-    request: HttpRequest, conversation_id: str, share_id: int
+    request: HttpRequest,
+    conversation_id: str,
+    share_id: int,
+    panel: str = "conversation",
 ) -> HttpResponse:
-    services.revoke_share(get_scope(request), conversation_id, share_id)
-    return _panel(request, conversation_id)
+    PANELS[panel].revoke(get_scope(request), conversation_id, share_id)
+    return _panel(request, conversation_id, panel=panel)
 
 
 @csp

@@ -129,6 +129,35 @@ def upload(scope: Scope, conversation: Any, name: str, data: bytes) -> str:
     """Store ``data`` as ``/uploads/<name>``; its path (NotFound for a read
     share's lent scope: its files are read-only)."""
     refuse_read_only(scope, conversation.pk)
+    files = conversation_filesystem_scope(scope, conversation)
+    from sagents_django.sharing.filesystems import claim
+
+    claim(scope, conversation)  # the owner's files, recorded at their first use
+    path, event = store_upload(files, name, data)
+    agent_server.publish_event_from(scope, conversation.pk, "file_updated", event)
+    transaction.on_commit(
+        lambda: loop.submit(publish_file_event(conversation.pk, "file_updated", event))
+    )
+    return path
+
+
+def upload_to(filesystem_scope: Any, name: str, data: bytes) -> str:
+    """``upload`` straight into a filesystem (the shared files page: the caller
+    checked that it may write there); every page and socket following those
+    files hears of it (``file_updated``, from no conversation)."""
+    path, event = store_upload(filesystem_scope, name, data)
+    transaction.on_commit(
+        lambda: loop.submit(publish_file_event("", "file_updated", event))
+    )
+    return path
+
+
+def store_upload(
+    filesystem_scope: Any, name: str, data: bytes
+) -> tuple[str, dict[str, Any]]:
+    """Write an upload to ``filesystem_scope`` under the one set of rules (its
+    size, UTF-8 text, a name of its own under ``/uploads``); its path and the
+    ``file_updated`` event's data. ``UploadError`` says what is wrong."""
     if len(data) > MAX_FILE_BYTES:
         raise UploadError(f"A file may hold at most {MAX_FILE_BYTES} bytes.")
     try:
@@ -143,18 +172,9 @@ def upload(scope: Scope, conversation: Any, name: str, data: bytes) -> str:
     except FileSystemError as exc:
         raise UploadError(f"That name cannot be used: {exc}") from None
     entry = FileEntry.new_persisted_file(path, text)
-    files = conversation_filesystem_scope(scope, conversation)
-    from sagents_django.sharing.filesystems import claim
-
-    claim(scope, conversation)  # the owner's files, recorded at their first use
-    opts = {"scope_key": files, "base_directory": None}
+    opts = {"scope_key": filesystem_scope, "base_directory": None}
     try:
         DatabasePersistence().write(entry, opts)
     except FileSystemError as exc:
         raise UploadError(str(exc)) from None
-    event = {"path": path, "scope": scope_to_json(files)}
-    agent_server.publish_event_from(scope, conversation.pk, "file_updated", event)
-    transaction.on_commit(
-        lambda: loop.submit(publish_file_event(conversation.pk, "file_updated", event))
-    )
-    return path
+    return path, {"path": path, "scope": scope_to_json(filesystem_scope)}

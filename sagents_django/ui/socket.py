@@ -45,8 +45,10 @@ except ImportError as exc:  # the socket is part of the "channels" extra
     ) from exc
 
 from sagents_django import protocol, services
+from sagents_django.core.exceptions import ConfigurationError
 from sagents_django.core.filesystem.scope import scope_to_json
 from sagents_django.exceptions import InvalidInput, NotFound
+from sagents_django.filesystems.keys import scope_parts
 from sagents_django.runtime import agent_server, groups, inflight, layer
 from sagents_django.scope import Scope
 from sagents_django.sequencing import Sequencer
@@ -69,8 +71,10 @@ MAX_CLIENT_FRAME = 1024
 class ChatPageConsumer(AgentConsumerBase):
     conversation: str | None = None
     debug = False
-    files_group: str | None = None
-    """The group of the conversation's filesystem scope (``groups.files_group``)."""
+    files_groups: tuple[str, ...] = ()
+    """The groups of the conversation's filesystem scope (``notify.file_groups``:
+    the site's form of its key, and the text form an upload to it from the shared
+    files page is published with)."""
     followed: list[str]
     list_view: live_lists.View = "page"
     """Which list a list socket's page shows (``?list=nav``: the sidebar)."""
@@ -175,8 +179,14 @@ class ChatPageConsumer(AgentConsumerBase):
         files = await database_sync_to_async(fragments.files_scope)(scope, cid)
         if files is None:
             return
-        self.files_group = groups.files_group(scope_to_json(files))
-        await layer.group_add(self.files_group, self.channel_name)
+        from sagents_django.sharing.notify import file_groups
+
+        try:
+            self.files_groups = tuple(file_groups(scope_parts(files)))
+        except ConfigurationError:  # a scope that is no (kind, id) pair: as given
+            self.files_groups = (groups.files_group(scope_to_json(files)),)
+        for group in self.files_groups:
+            await layer.group_add(group, self.channel_name)
 
     async def disconnect(self, code: int) -> None:
         self.closed = True
@@ -191,8 +201,8 @@ class ChatPageConsumer(AgentConsumerBase):
             await layer.group_discard(
                 groups.debug_group(self.conversation), self.channel_name
             )
-        if self.files_group is not None:
-            await layer.group_discard(self.files_group, self.channel_name)
+        for group in self.files_groups:
+            await layer.group_discard(group, self.channel_name)
         if self.owner_group is not None:
             await layer.group_discard(self.owner_group, self.channel_name)
 

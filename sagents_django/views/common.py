@@ -55,10 +55,11 @@ def done(
     error: str = "",
     fragment: str = "",
     status: int = 200,
+    to: str = "",
 ) -> HttpResponse:
     """htmx: ``fragment`` (or nothing: the socket brings the change), with the
-    error as a 422 the page shows. A plain form: back to the conversation, the
-    error as a message."""
+    error as a 422 the page shows. A plain form: back to the conversation (or to
+    the page ``to`` names), the error as a message."""
     if is_htmx(request):
         if error:
             response = HttpResponse(error, status=422, content_type="text/plain")
@@ -66,4 +67,4 @@ def done(
         return HttpResponse(fragment, status=status)
     if error:
         messages.error(request, error, fail_silently=True)
-    return HttpResponseRedirect(page_url(conversation))
+    return HttpResponseRedirect(to or page_url(conversation))

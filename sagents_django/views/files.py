@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -71,16 +74,25 @@ def _attachment(name: str) -> str:
 @require_POST
 def upload(request: HttpRequest, conversation_id: str) -> HttpResponse:
     scope, found = owned(request, conversation_id, access="write")
+    error = take_upload(
+        request, lambda name, data: files.upload(scope, found, name, data)
+    )
+    return done(request, found, error=error, status=204)
+
+
+def take_upload(request: HttpRequest, store: Callable[[str, bytes], Any]) -> str:
+    """Store the form's file with ``store(name, data)`` (``ui.files``' rules and
+    limits); what went wrong, for the person ("" when it was stored)."""
     uploaded = request.FILES.get("file")
     if uploaded is None:
-        return done(request, found, error="Choose a file to upload.")
+        return "Choose a file to upload."
     if uploaded.size is not None and uploaded.size > MAX_FILE_BYTES:
-        return done(request, found, error="That file is too large.")
+        return "That file is too large."
     try:
-        files.upload(scope, found, uploaded.name or "", uploaded.read())
+        store(uploaded.name or "", uploaded.read())
     except files.UploadError as exc:
-        return done(request, found, error=str(exc))
-    return done(request, found, status=204)
+        return str(exc)
+    return ""
 
 
 @csp

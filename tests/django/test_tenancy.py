@@ -177,6 +177,10 @@ CASES: dict[str, tuple[Call, Any]] = {
         NotFound,
     ),
     "file_shares_of": (lambda s, c: filesystems.file_shares_of(s, c.pk), NotFound),
+    "revoke_file_share": (
+        lambda s, c: filesystems.revoke_file_share(s, c.pk, 1),
+        NotFound,
+    ),
     # The same calls naming the conversation explicitly.
     "mark_tool_executing in a conversation": (
         lambda s, c: services.mark_tool_executing(s, CALL, conversation_id=c.pk),

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 
 from project.agents import factory
 from project.agents.coordinator import (
@@ -29,6 +30,8 @@ from sagents_django.models import StoredFile
 from sagents_django.runtime import agent_server
 from sagents_django.runtime.executors import wait_inline
 from sagents_django.scope import Scope
+from sagents_django.sharing import filesystems
+from sagents_django.ui import files
 from tests.fakes.openai_server import FakeOpenAIServer, fault, reply, tool_call
 from tests.generator.helpers import close_runtime_connections
 
@@ -194,6 +197,31 @@ def test_another_users_scope_cannot_open_the_session(
 
     with pytest.raises(NotFound, match="was not found"):
         start_conversation_session(conversation.pk, scope=Scope.for_user(mallory))
+    assert fake_model.requests == []
+
+
+def test_a_session_naming_files_the_scope_may_not_write_is_refused(
+    fake_model: FakeOpenAIServer, scope: Scope, conversation: Any
+) -> None:
+    """Checked as every turn checks it (``sharing.filesystems.check_named``),
+    before a session is handed out: someone else's files are not found, files
+    shared to read are refused, files shared to write open it."""
+    bob = Scope.for_user(get_user_model().objects.create_user(username="bob"))
+    bobs = services.create_conversation(bob)
+    files.upload(bob, bobs, "plan.md", b"# Plan")
+    key = filesystems.filesystem_of(bob, bobs.pk).key
+
+    with pytest.raises(NotFound):
+        start_conversation_session(conversation.pk, scope=scope, filesystem_scope=key)
+    filesystems.share_files(bob, bobs.pk, scope.user, "read")
+    with pytest.raises(PermissionDenied, match="read-only"):
+        start_conversation_session(conversation.pk, scope=scope, filesystem_scope=key)
+    filesystems.share_files(bob, bobs.pk, scope.user, "write")
+    session = start_conversation_session(
+        conversation.pk, scope=scope, filesystem_scope=key
+    )
+
+    assert session.filesystem_scope == key
     assert fake_model.requests == []
 
 

@@ -20,7 +20,7 @@ from sagents_django import services
 from sagents_django.scope import Scope
 from sagents_django.sharing import access, links
 from sagents_django.sharing import services as sharing
-from sagents_django.sharing.models import ConversationShare, ShareLink
+from sagents_django.sharing.models import ConversationShare, FilesystemShare, ShareLink
 from tests.django.factories import snapshot
 from tests.web.test_browser_xss import PAYLOADS
 
@@ -199,15 +199,25 @@ def test_the_owner_shares_from_the_panel_and_stops_sharing(
     assert plain.status_code == 302 and not ConversationShare.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("route", "model"),
+    [("share", ConversationShare), ("share_files", FilesystemShare)],
+)
 def test_the_panel_refuses_an_unknown_or_forbidden_person_alike(
-    settings: Any, alice: Any, alice_client: Client, transcript: Any
+    route: str,
+    model: Any,
+    settings: Any,
+    alice: Any,
+    alice_client: Client,
+    transcript: Any,
 ) -> None:
+    """The Sharing panel, and the files panel's Share files (the same view)."""
     settings.SAGENTS = {"SHARE_WITH": "tests.sharing.tenants.share_with"}
     alice.email = "alice@acme.test"
     alice.save()
     get_user_model().objects.create_user(username="olga", email="olga@other.test")
     answers = [
-        alice_client.post(url("share", transcript), {"name": name}, **HTMX)
+        alice_client.post(url(route, transcript), {"name": name}, **HTMX)
         for name in ("olga", "olga@other.test", "nobody")
     ]
     assert {a.status_code for a in answers} == {422}
@@ -215,11 +225,11 @@ def test_the_panel_refuses_an_unknown_or_forbidden_person_alike(
         re.findall(r'role="alert">([^<]+)<', a.content.decode())[0] for a in answers
     }
     assert errors == {"No one you may share with has that name."}
-    assert not ConversationShare.objects.exists()
+    assert not model.objects.exists()
     bad = alice_client.post(
-        url("share", transcript), {"name": "x" * 5000, "access": "read"}, **HTMX
+        url(route, transcript), {"name": "x" * 5000, "access": "read"}, **HTMX
     )
-    assert bad.status_code == 422 and not ConversationShare.objects.exists()
+    assert bad.status_code == 422 and not model.objects.exists()
 
 
 def test_shared_with_me_lists_what_others_shared(

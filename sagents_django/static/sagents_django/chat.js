@@ -109,8 +109,10 @@
       return;
     }
     if (code === 4404) {
-      // Deleted, or a share stopped: nothing here can be sent any more.
-      setConnection("This conversation is not available.");
+      // Deleted, or a share stopped: nothing here can be sent any more (a page
+      // may say it its own way: the shared files page's data-gone).
+      var conn = document.getElementById("sg-conn");
+      setConnection((conn && conn.getAttribute("data-gone")) || "This conversation is not available.");
       disableForms();
       return;
     }
