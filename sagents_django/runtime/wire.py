@@ -216,8 +216,12 @@ class Writer:
             TIMEOUT,
         )
         if self.setup:  # AUTH, SELECT: their replies are checked before any use
-            for future in protocol.send(self.setup):
-                await asyncio.wait_for(future, TIMEOUT)
+            try:
+                for future in protocol.send(self.setup):
+                    await asyncio.wait_for(future, TIMEOUT)
+            except BaseException:
+                protocol._fail(ConnectionError("Redis refused the connection's setup"))
+                raise
         self._protocol = protocol
         return protocol
 

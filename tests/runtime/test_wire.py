@@ -169,3 +169,22 @@ def test_urls_it_does_not_speak_are_left_to_redis_py() -> None:
         wire.pack("AUTH", "user", "p@ss"),
         wire.pack("SELECT", 2),
     ]
+
+
+async def test_a_password_and_database_in_the_url_are_sent_first(
+    private_redis: PrivateRedis,
+) -> None:
+    plain = wire.writer(private_redis.url)
+    assert plain is not None
+    await plain.execute(wire.pack("CONFIG", "SET", "requirepass", "s3cret"))
+    address = urlparse(private_redis.url).netloc
+
+    wrong = wire.writer(f"redis://:nope@{address}/0")
+    assert wrong is not None
+    with pytest.raises(wire.ReplyError):
+        await wrong.execute(wire.pack("PING"))
+
+    right = wire.writer(f"redis://:s3cret@{address}/2")
+    assert right is not None
+    assert await right.evalsha(INCR, ["n"], [4]) == 4
+    assert await right.execute(wire.pack("GET", "n")) == [b"4"]
