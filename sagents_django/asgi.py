@@ -19,8 +19,12 @@ fatal). On SIGTERM it
 3. closes every WebSocket with ``protocol.CLOSE_DRAINING`` (4503), on which the
    chat pages and the protocol's clients reconnect (to another process) and resync
    from the database; a socket that opens from then on is closed the same way;
-4. waits up to ``CLOSE_GRACE`` for the sockets' disconnect handlers (viewers are
-   released, not left to expire), stores the file writes still waiting on a
+4. answers any HTTP request that arrives from then on with 503 itself (Django is
+   not entered) and waits up to ``CLOSE_GRACE`` for the requests already in
+   Django and for the sockets' disconnect handlers (viewers are released, not
+   left to expire): a request the server would kill at stop leaves Django's
+   disconnect listener failing with a traceback in the log; stores the file
+   writes still waiting on a
    debounce (``core.filesystem.flush_pending_writes``), then hands the signal to
    the server's own handler, which stops the process as it would have.
 
@@ -64,6 +68,9 @@ class DrainOnSigterm:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         _install()
+        if scope["type"] == "http":
+            await self._serve_http(scope, receive, send)
+            return
         if scope["type"] != "websocket":
             await self.application(scope, receive, send)
             return
@@ -74,6 +81,28 @@ class DrainOnSigterm:
             await self.application(scope, receive, socket.send)
         finally:
             _sockets.discard(socket)
+
+    async def _serve_http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        global _requests
+        if _closing:
+            await _unavailable(send)
+            return
+        _requests += 1
+        try:
+            await self.application(scope, receive, send)
+        finally:
+            _requests -= 1
+
+
+async def _unavailable(send: Send) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [(b"content-type", b"text/plain"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b"Draining\n"})
 
 
 class _Socket:
@@ -110,6 +139,8 @@ class _Socket:
 
 
 _sockets: set[_Socket] = set()
+_requests = 0
+"""HTTP requests inside the application now."""
 _closing = False
 _installed_in: int | None = None
 """The process whose SIGTERM handler is installed (a forked child installs its own)."""
@@ -170,7 +201,7 @@ async def _drain(previous: Handler, signum: int) -> None:
         for failed in [r for r in results if isinstance(r, BaseException)]:
             logger.warning("A socket could not be closed", exc_info=failed)
         deadline = loop.time() + CLOSE_GRACE
-        while _sockets and loop.time() < deadline:
+        while (_sockets or _requests) and loop.time() < deadline:
             await asyncio.sleep(0.05)
     except Exception:  # the process must stop all the same
         logger.exception("The drain failed")
@@ -216,6 +247,7 @@ def _hand_over(previous: Handler, signum: int, frame: FrameType | None) -> None:
 
 def reset_for_tests() -> None:
     """Forget a drain and the sockets (an installed handler stays)."""
-    global _closing, _signalled
+    global _closing, _signalled, _requests
     _closing = _signalled = False
+    _requests = 0
     _sockets.clear()

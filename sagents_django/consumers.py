@@ -35,6 +35,7 @@ except ImportError as exc:  # the socket is part of the "channels" extra
 from sagents_django import protocol, services
 from sagents_django.core import SagentsError
 from sagents_django.exceptions import NotFound
+from sagents_django.filesystems.keys import scope_parts
 from sagents_django.models import AgentRun, AgentState
 from sagents_django.protocol import FrameError
 from sagents_django.runtime import agent_server, groups, inflight, layer
@@ -139,6 +140,8 @@ class AgentSocketConsumer(AgentConsumerBase):
             "conversation": cid,
             "status": status,
             "todos": todos,
+            # What to decide, for a client that joins a conversation waiting.
+            "interrupt": await _interrupt(cid) if status == "interrupted" else None,
             "protocol": protocol.VERSION,
         }
 
@@ -177,7 +180,10 @@ class AgentSocketConsumer(AgentConsumerBase):
         if "decisions" not in frame:
             raise FrameError("invalid_input", "decisions is required (a list)")
         run_id = await agent_server.aresume(
-            await self.scope_of(cid, "write"), cid, frame["decisions"]
+            await self.scope_of(cid, "write"),
+            cid,
+            frame["decisions"],
+            arguments_hashes=frame.get("arguments_hashes"),
         )
         return {"conversation": cid, "run_id": run_id}
 
@@ -267,6 +273,9 @@ class AgentSocketConsumer(AgentConsumerBase):
     async def agent_event(self, message: dict[str, Any]) -> None:
         """An ``agent.event`` of a conversation group (or, marked ``debug``, of a
         debug group) as an event frame, in ``seq`` order."""
+        if message.get("files"):
+            await self._file_event(message)
+            return
         cid = message.get("conversation")
         debug = bool(message.get("debug"))
         # Only what this socket asked for and still follows (a message already on
@@ -299,6 +308,45 @@ class AgentSocketConsumer(AgentConsumerBase):
             cid = str(run["conversation_id"])
             if cid in self.conversations and not self.closed:
                 await self.send_json(protocol.run_alive_frame(cid, dict(run)))
+
+    async def follow_files(self, frame: dict[str, Any]) -> dict[str, Any]:
+        fid = frame.get("filesystem")
+        if type(fid) is not int:
+            raise FrameError("invalid_input", "filesystem must be a filesystem's id")
+        if fid not in self.files and len(self.files) >= protocol.MAX_SUBSCRIPTIONS:
+            raise FrameError("too_many_subscriptions", "Too many filesystems followed")
+        row, level = await self.follow_filesystem(fid)
+        return {"filesystem": fid, "scope": list(row.key), "access": level}
+
+    async def unfollow_files(self, frame: dict[str, Any]) -> dict[str, Any]:
+        fid = frame.get("filesystem")
+        if type(fid) is not int:
+            raise FrameError("invalid_input", "filesystem must be a filesystem's id")
+        await self.unfollow_filesystem(fid)
+        return {"filesystem": fid}
+
+    async def _file_event(self, message: dict[str, Any]) -> None:
+        """A file event of a filesystem this socket follows (``follow_files``)."""
+        data = message.get("data") or {}
+        try:
+            key = scope_parts(data.get("scope"))
+        except Exception:
+            return
+        for fid, followed in self.files.items():
+            if followed == key and not self.closed:
+                await self.send_json(
+                    {
+                        "event": message.get("event"),
+                        "filesystem": fid,
+                        "data": {"path": data.get("path"), "scope": list(key)},
+                    }
+                )
+
+    async def filesystem_revoked(self, filesystem_id: int) -> None:
+        if not self.closed:
+            await self.send_json(
+                {"event": "filesystem_revoked", "filesystem": filesystem_id}
+            )
 
     # Helpers ----------------------------------------------------------------------------
     def _staff_only(self) -> None:
@@ -339,6 +387,8 @@ HANDLERS: dict[str, Handler] = {
     "list_conversations": AgentSocketConsumer.list_conversations,
     "subscribe_debug": AgentSocketConsumer.subscribe_debug,
     "unsubscribe_debug": AgentSocketConsumer.unsubscribe_debug,
+    "follow_files": AgentSocketConsumer.follow_files,
+    "unfollow_files": AgentSocketConsumer.unfollow_files,
 }
 """Action -> method (``send`` is ``send_message``: a consumer's ``send`` writes to
 the socket)."""
@@ -357,6 +407,19 @@ def _frame(message: dict[str, Any]) -> dict[str, Any]:
     if message.get("debug"):
         frame["debug"] = True
     return frame
+
+
+async def _interrupt(cid: str) -> Any:
+    """The conversation's pending interrupt, each action request with its
+    ``arguments_hash`` (read after authorization); None when none is."""
+    from sagents_django.approvals.records import with_hashes
+
+    value = await (
+        AgentState.objects.filter(conversation_id=cid)
+        .values_list("state_data__state__interrupt_data", flat=True)
+        .afirst()
+    )
+    return with_hashes(value) if value else None
 
 
 async def _todos(cid: str) -> list[Any]:

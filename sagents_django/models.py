@@ -487,5 +487,7 @@ from sagents_django.budgets.models import UsageEntry as UsageEntry  # noqa: E402
 from sagents_django.lifecycle.models import DataExport as DataExport  # noqa: E402
 from sagents_django.mcp.models import StoredMcpServer as StoredMcpServer  # noqa: E402
 from sagents_django.sharing.models import ConversationShare as ConversationShare  # noqa: E402
+from sagents_django.sharing.models import Filesystem as Filesystem  # noqa: E402
+from sagents_django.sharing.models import FilesystemShare as FilesystemShare  # noqa: E402
 from sagents_django.sharing.models import ShareLink as ShareLink  # noqa: E402
 from sagents_django.triggers.models import TriggerEvent as TriggerEvent  # noqa: E402

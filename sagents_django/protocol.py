@@ -62,6 +62,8 @@ ACTIONS: Final = (
     "list_conversations",
     "subscribe_debug",
     "unsubscribe_debug",
+    "follow_files",
+    "unfollow_files",
 )
 
 ErrorCode = Literal[

@@ -57,32 +57,41 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
     session_group: str | None = None
     lent: dict[str, Scope]
     """The scopes shares lend this socket, by conversation (``scope_of``)."""
+    files: dict[int, tuple[str, str]]
+    """Filesystems this socket follows (``follow_files``), by id: their key."""
 
     def setup(self) -> None:
         self.viewed = set()
         self.sequencers = {}
         self.timers = {}
         self.lent = {}
+        self.files = {}
 
     async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
         self.accepted = True
         await super().accept(subprotocol, headers)
 
-    async def sign_in(self) -> bool:
+    async def sign_in(self, user: Any = None) -> bool:
         """Check the channel layer and the user, and join the session's group;
-        False: the socket is closed (with the code that says why)."""
+        False: the socket is closed (with the code that says why). ``user``: one a
+        bearer token signed in (``agui.socket``), not the session's."""
         if self.channel_layer is None:
             # Nothing could reach this socket (check W002 says so at start-up).
             logger.error("No channel layer: set CHANNEL_LAYERS for live events")
             await self.refuse(protocol.CLOSE_NO_CHANNEL_LAYER)
             return False
-        user = self.scope.get("user")
+        by_token = user is not None
+        user = user if by_token else self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.refuse(protocol.CLOSE_UNAUTHENTICATED)
             return False
         self.user = user
         self.agent_scope = await database_sync_to_async(scope_class().for_user)(user)
-        key = getattr(self.scope.get("session"), "session_key", None)
+        key = (
+            None
+            if by_token
+            else getattr(self.scope.get("session"), "session_key", None)
+        )
         if key:
             self.session_group = groups.session_group(key)
             await layer.group_add(self.session_group, self.channel_name)
@@ -116,6 +125,8 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
             await layer.group_discard(self.session_group, self.channel_name)
         for cid in list(self.viewed):
             await self.stop_viewing(cid)
+        for fid in list(self.files):
+            await self.unfollow_filesystem(fid)
 
     # Viewers --------------------------------------------------------------------
     def start_viewing(self, cid: str) -> None:
@@ -215,6 +226,50 @@ class AgentConsumerBase(AsyncWebsocketConsumer):
         if scope.lent is not None:
             self.lent[str(scope.lent.conversation_id)] = scope
         return scope
+
+    # Filesystems shared with the user -----------------------------------------------
+    async def follow_filesystem(self, filesystem_id: Any) -> tuple[Any, str]:
+        """Follow the file events of a filesystem ``scope`` may read (its own, or
+        one shared with it: ``sharing.filesystems``); (the row, the access).
+        NotFound otherwise."""
+        from sagents_django.sharing import filesystems, notify
+
+        row, level = await database_sync_to_async(filesystems.open_filesystem)(
+            self.the_scope(), filesystem_id
+        )
+        if filesystem_id not in self.files:
+            self.files[filesystem_id] = row.key
+            for group in notify.file_groups(row.key):
+                await layer.group_add(group, self.channel_name)
+        return row, level
+
+    async def unfollow_filesystem(self, filesystem_id: Any) -> None:
+        from sagents_django.sharing import notify
+
+        key = self.files.pop(filesystem_id, None)
+        if key is None:
+            return
+        if key in self.files.values():
+            return  # the same files followed under another id: cannot happen
+        for group in notify.file_groups(key):
+            await layer.group_discard(group, self.channel_name)
+
+    async def files_share_changed(self, message: dict[str, Any]) -> None:
+        """A filesystem's shares changed: each one this socket follows is asked
+        again, and stops (``filesystem_revoked``) when the user may no longer
+        read it."""
+        from sagents_django.sharing.filesystems import may_follow
+
+        key = tuple(message.get("filesystem") or ())
+        for fid, followed in list(self.files.items()):
+            if followed != key or self.closed:
+                continue
+            if not await database_sync_to_async(may_follow)(self.the_scope(), fid):
+                await self.unfollow_filesystem(fid)
+                await self.filesystem_revoked(fid)
+
+    async def filesystem_revoked(self, filesystem_id: int) -> None:
+        """Hook: the socket stopped following a filesystem (its share is gone)."""
 
     async def share_changed(self, message: dict[str, Any]) -> None:
         """The shares of a conversation changed: a socket following it through a

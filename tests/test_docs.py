@@ -24,6 +24,7 @@ from tests.docs import REPO, Block, blocks, marked, pages, python_blocks, text
 NAMED = {
     "quick-start": "tests/test_docs.py",
     "socket-client": "tests/test_readme_socket.py",
+    "agui-socket-bearer": "tests/test_readme_socket.py",
     "tool-permissions": "tests/test_docs_tool_access.py",
     "model-tools": "tests/test_docs_model_tools.py",
     "mcp-settings": "tests/mcp/test_readme.py",
@@ -37,7 +38,7 @@ AFTER_QUICK_START = "after quick-start"
 def known(block: Block) -> bool:
     spec = block.spec or ""
     if block.kind == "readme-test":
-        return block.page == "README.md"  # tests/generator/test_fresh_project.py
+        return block.page == "README.md"  # tests/sites/test_fresh_project.py
     return (
         spec in NAMED
         or spec in ("run", "django", "settings", AFTER_QUICK_START)

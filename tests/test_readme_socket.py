@@ -95,3 +95,50 @@ def test_a_socket_from_a_foreign_origin_is_refused(served: dict[str, Any]) -> No
         asyncio.run(closed_with(url, origin="http://evil.example"))
 
     assert refused.value.response.status_code == 403
+
+
+TOKEN = """
+import django
+django.setup()
+from django.contrib.auth import get_user_model
+from sagents_django.agui import tokens
+print(tokens.issue(get_user_model().objects.get(username="reader")))
+"""
+
+
+def test_the_docs_agui_bearer_client_runs_a_turn_over_the_socket(
+    served: dict[str, Any],
+) -> None:
+    token = sites.run_python(served["env"], "-c", TOKEN).strip().splitlines()[-1]
+    result = subprocess.run(
+        [sys.executable, "-c", marked("agui-socket-bearer").code],
+        cwd=REPO,
+        env={
+            **served["env"],
+            "SAGENTS_WS": f"ws://127.0.0.1:{served['port']}/ws/sagents/agui/",
+            "AGUI_TOKEN": token,
+            "THREAD": served["conversation"],
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rstrip("\n").endswith("[RUN_FINISHED]")
+    assert "Plan a picnic" in result.stdout
+
+
+def test_a_bad_bearer_token_over_the_agui_socket_is_closed_with_4401(
+    served: dict[str, Any],
+) -> None:
+    url = f"ws://127.0.0.1:{served['port']}/ws/sagents/agui/"
+    entry = "bearer." + "bm90LWEtdG9rZW4"  # "not-a-token"
+
+    origin = f"http://127.0.0.1:{served['port']}"
+
+    assert (
+        asyncio.run(closed_with(url, origin=origin, subprotocols=["agui", entry]))
+        == 4401
+    )

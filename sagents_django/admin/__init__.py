@@ -32,6 +32,7 @@ from sagents_django.admin.records import (
     StoredFileAdmin,
 )
 from sagents_django.admin.runs import AgentRunAdmin
+from sagents_django.admin.sharing import FilesystemAdmin
 from sagents_django.admin.triggers import TriggerEventAdmin
 from sagents_django.models import (
     AgentRun,
@@ -40,6 +41,7 @@ from sagents_django.models import (
     Budget,
     DataExport,
     DisplayMessage,
+    Filesystem,
     PersistenceFailure,
     ReplyFeedback,
     StoredFile,
@@ -57,6 +59,7 @@ __all__ = [
     "ConversationAdmin",
     "DataExportAdmin",
     "DisplayMessageAdmin",
+    "FilesystemAdmin",
     "PersistenceFailureAdmin",
     "ReadOnlyAdmin",
     "ReplyFeedbackAdmin",
@@ -86,6 +89,7 @@ def register(site: AdminSite) -> None:
     site.register(Budget, BudgetAdmin)
     site.register(UsageEntry, UsageEntryAdmin)
     site.register(ApprovalRequest, ApprovalRequestAdmin)
+    site.register(Filesystem, FilesystemAdmin)
 
 
 register(admin.site)

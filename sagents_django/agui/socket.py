@@ -1,8 +1,16 @@
 """The AG-UI events over a WebSocket: ``ws/sagents/agui/``.
 
 The same streams as the HTTP endpoint (``stream.stream``), several threads on one
-socket, signed in as our JSON socket is (the Django session; ``sockets``). Client
-frames (JSON objects, at most ``protocol.MAX_FRAME_BYTES``):
+socket, signed in as our JSON socket is (the Django session; ``sockets``) or with
+the HTTP endpoint's bearer token (``tokens``) in the subprotocol list:
+``new WebSocket(url, ["agui", "bearer.<base64url token>"])``. The socket answers
+``agui`` (never the token). A token that is not valid (forged, expired, revoked by
+a password change, its user inactive) closes the socket with 4401, whatever
+session the request also carries; a valid one signs in its user, and the socket
+closes with 4401 when the token expires. The subprotocol, not a first ``auth``
+frame: the user is known before the socket is accepted, so no socket is ever open
+without one, and no timeout is needed for a client that never says who it is.
+Client frames (JSON objects, at most ``protocol.MAX_FRAME_BYTES``):
 
 - ``{"action": "run", "input": RunAgentInput}``: what ``POST agui/`` does;
 - ``{"action": "connect", "threadId", "lastEventId"?, "runId"?}``: what
@@ -30,7 +38,7 @@ from sagents_django.runtime.database import db
 from sagents_django.sharing.access import scope_for
 from sagents_django.sockets import AgentConsumerBase
 
-from . import inputs, runs
+from . import inputs, runs, tokens
 from .stream import Join, stream
 from .translate import Translator
 
@@ -43,14 +51,46 @@ class AgUiSocketConsumer(AgentConsumerBase):
 
     following: dict[str, asyncio.Task[None]]
 
+    answer: str | None = None
+    """The subprotocol answered (``agui`` when the client offered it)."""
+    expiry: asyncio.Task[None] | None = None
+
     async def connect(self) -> None:
         self.setup()
         self.following = {}
+        offered = self.scope.get("subprotocols") or []
+        self.answer = tokens.SUBPROTOCOL if tokens.SUBPROTOCOL in offered else None
+        token = tokens.from_subprotocols(offered)
+        if token is None:
+            await self.accept()
+            await self.sign_in()
+            return
+        user = await db(tokens.user_for)(token)
+        if user is None:
+            await self.refuse(protocol.CLOSE_UNAUTHENTICATED)
+            return
         await self.accept()
-        await self.sign_in()
+        if await self.sign_in(user=user):
+            left = tokens.seconds_left(token)
+            if left is not None:
+                self.expiry = asyncio.ensure_future(self._expire(left))
+
+    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
+        await super().accept(subprotocol or self.answer, headers)
+
+    async def _expire(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        await self._to_self({"type": "token.expired"})
+
+    async def token_expired(self, message: dict[str, Any]) -> None:
+        """The bearer token this socket signed in with expired."""
+        if not self.closed:
+            await self.close_with(protocol.CLOSE_UNAUTHENTICATED)
 
     async def disconnect(self, code: int) -> None:
         tasks, self.following = list(self.following.values()), {}
+        if self.expiry is not None:
+            tasks.append(self.expiry)
         for task in tasks:
             task.cancel()
             with contextlib.suppress(BaseException):

@@ -40,15 +40,12 @@ from .models import (
     ApprovalRequest,
     ApprovalVote,
 )
+from .records import ArgumentsChanged
 from .signals import announce
 
 
 class NotAllowed(InvalidInput):
     """This person cannot cast this vote (again, or as the second approver)."""
-
-
-class ArgumentsChanged(InvalidInput):
-    """The vote was made on other arguments than the request's."""
 
 
 class AlreadyDecided(Conflict):

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from sagents_django.conf import sagents_settings
 from sagents_django.core.approvals import interrupt_from_dict
+from sagents_django.exceptions import InvalidInput
 from sagents_django.models import AgentRun, ToolCallRecord
 
 from .models import APPROVED, EDITED, PENDING, REJECTED, ApprovalRequest, ApprovalVote
@@ -42,6 +43,58 @@ def arguments_hash(arguments: Any) -> str:
         arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class ArgumentsChanged(InvalidInput):
+    """A decision was made on other arguments than the pending request's."""
+
+
+def with_hashes(interrupt_data: Any) -> Any:
+    """A copy of the interrupt whose action requests each carry the
+    ``arguments_hash`` of their arguments (what a client sends back with its
+    decisions); anything else as it is."""
+    if not isinstance(interrupt_data, dict):
+        return interrupt_data
+    requests = interrupt_data.get("action_requests")
+    if not isinstance(requests, list):
+        return interrupt_data
+    return {
+        **interrupt_data,
+        "action_requests": [
+            {**r, "arguments_hash": arguments_hash(r.get("arguments"))}
+            if isinstance(r, dict)
+            else r
+            for r in requests
+        ],
+    }
+
+
+def check_seen(interrupt_data: Any, seen: Any) -> None:
+    """``seen`` (one hash per action request, in order) must be the pending
+    requests' arguments hashes: else ``ArgumentsChanged`` (or ``InvalidInput`` for
+    the wrong shape)."""
+    requests = (
+        interrupt_data.get("action_requests")
+        if isinstance(interrupt_data, dict)
+        else None
+    )
+    if not isinstance(requests, list):
+        raise InvalidInput("arguments_hashes: the pending approval has no requests")
+    if not isinstance(seen, list) or not all(isinstance(h, str) for h in seen):
+        raise InvalidInput("arguments_hashes must be a list of strings")
+    if len(seen) != len(requests):
+        raise InvalidInput(
+            f"arguments_hashes: expected {len(requests)}, one per action request, "
+            f"got {len(seen)}"
+        )
+    for i, (request, given) in enumerate(zip(requests, seen, strict=True)):
+        arguments = request.get("arguments") if isinstance(request, dict) else None
+        if given != arguments_hash(arguments):
+            name = request.get("tool_name") if isinstance(request, dict) else "?"
+            raise ArgumentsChanged(
+                f"arguments_hashes[{i}]: the arguments of {name!r} are not the ones "
+                "you saw (the approval changed since): look again before deciding"
+            )
 
 
 def user_label(user: Any) -> str:
@@ -210,8 +263,6 @@ def on_resume(
 
 
 def _check_outside_vote(user: Any, via: str, row: ApprovalRequest) -> None:
-    from sagents_django.exceptions import InvalidInput
-
     from . import routing
 
     if row.approvals_needed > 1:

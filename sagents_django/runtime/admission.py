@@ -97,6 +97,7 @@ def add_message(
     extra = _metadata(metadata)
     pk = conversation_pk(conversation_id)
     check_scope(scope)
+    check_files(scope, pk, filesystem_scope)
     if scope.lent is not None and scope.is_authenticated:
         # Someone the conversation is shared with: the turn is the owner's, the
         # message says whose it is (the run's scope JSON names them too).
@@ -116,8 +117,15 @@ def add_message(
 
 
 def _add_message(
-    scope: Scope, pk: Any, prepared: Prepared, filesystem_scope: Any
+    scope: Scope,
+    pk: Any,
+    prepared: Prepared,
+    filesystem_scope: Any,
+    *,
+    trigger: str = "message",
 ) -> Submission:
+    """``trigger``: the run's, when the message starts one (``edit`` for an
+    edited message sent again: usage tells it from a new message)."""
     text, extra = prepared.text, prepared.metadata
     policy = sagents_settings.DOUBLE_TEXT
     with transaction.atomic():
@@ -142,7 +150,7 @@ def _add_message(
             request = RunRequest(
                 scope=scope.to_dict(), filesystem_scope=_json_scope(filesystem_scope)
             )
-            run = _begin(scope, pk, "message", request)
+            run = _begin(scope, pk, trigger, request)
         row = services.append_text_message(
             scope,
             pk,
@@ -192,6 +200,7 @@ def execute(scope: Scope, conversation_id: Any, *, filesystem_scope: Any = None)
     failed turn); the run's id. ``RunConflict`` while a turn runs, ``Conflict``
     while an approval is pending."""
     pk = conversation_pk(conversation_id)
+    check_files(scope, pk, filesystem_scope)
     with transaction.atomic():
         require(scope, pk, lock=True)
         if pending_interrupt(pk):
@@ -208,18 +217,23 @@ def resume(
     decisions: Any,
     *,
     filesystem_scope: Any = None,
+    arguments_hashes: Any = None,
 ) -> str:
     """Continue a turn paused for approval with the person's decisions (the core's
     decision JSON, one per action request); the run's id. The first resume of an
     interrupt wins: a second gets ``Conflict`` (or ``RunConflict`` while the first
     still runs). Decisions of the wrong shape are ``InvalidInput`` and change
-    nothing. Messages held while the approval was pending are answered after it."""
+    nothing. Messages held while the approval was pending are answered after it.
+    ``arguments_hashes``: the ``arguments_hash`` of each action request the person
+    was shown (``approvals.records.with_hashes``), in order; a pending approval
+    whose arguments hash otherwise (a stale screen) is ``ArgumentsChanged``."""
     try:
         checked = decisions_from_list(decisions)
     except InvalidResume as exc:
         raise InvalidInput(str(exc)) from None
     as_json = bounded([d.to_dict() for d in checked], "decisions")
     pk = conversation_pk(conversation_id)
+    check_files(scope, pk, filesystem_scope)
     with transaction.atomic():
         require(scope, pk, lock=True)
         revision = services.state_revision(scope, pk)
@@ -227,6 +241,8 @@ def resume(
         if not pending:
             raise Conflict("Nothing to resume: no approval is pending")
         _fit(checked, pending)
+        if arguments_hashes is not None:
+            approval_records.check_seen(pending, arguments_hashes)
         request = RunRequest(
             scope=scope.to_dict(),
             filesystem_scope=_json_scope(filesystem_scope),
@@ -431,6 +447,18 @@ def bounded(value: Any, what: str) -> Any:
     return clean_json(value, what=what, max_bytes=MAX_EVENT_BYTES, require_dict=False)[
         0
     ]
+
+
+def check_files(scope: Scope, pk: Any, filesystem_scope: Any) -> None:
+    """A filesystem scope a call names must be one ``scope`` may write
+    (``sharing.filesystems.check_named``): else ``PermissionDenied`` (a read
+    share) or ``NotFound``, before anything is written."""
+    if filesystem_scope is None:
+        return
+    _json_scope(filesystem_scope)
+    from sagents_django.sharing.filesystems import check_named
+
+    check_named(scope, pk, filesystem_scope)
 
 
 def _json_scope(value: Any) -> Any:

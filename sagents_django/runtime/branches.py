@@ -69,6 +69,7 @@ from .admission import (
     _begin,
     _json_scope,
     _metadata,
+    check_files,
 )
 from .events_out import after_commit
 from .forks import MAX_MESSAGE_ID, cut_at, path_rows, unanswered_calls
@@ -90,6 +91,7 @@ def regenerate(
     sibling. The run's id is ``Submission.run_id``."""
     pk = conversation_pk(conversation_id)
     wanted = _message_id(message_id)
+    check_files(scope, pk, filesystem_scope)
     with transaction.atomic():
         require(scope, pk, lock=True)
         _check_idle(pk)
@@ -137,6 +139,7 @@ def edit_and_resend(
     pk = conversation_pk(conversation_id)
     wanted = _message_id(message_id)
     require(scope, pk)
+    check_files(scope, pk, filesystem_scope)
     prepared = prepare(scope, pk, text, extra)  # outside the transaction
     with transaction.atomic():
         require(scope, pk, lock=True)
@@ -154,7 +157,7 @@ def edit_and_resend(
         before = rows[first - 1].pk if first else None
         _branch_off(scope, pk, tree, before, data, revision, state, cut)
         _announce(pk, "edit", wanted)
-        return _add_message(scope, pk, prepared, filesystem_scope)
+        return _add_message(scope, pk, prepared, filesystem_scope, trigger="edit")
 
 
 def switch_branch(

@@ -179,7 +179,9 @@ class Ended:
         )
         status: dict[str, Any] = {"status": ending.agent_status, "run_id": self.run_id}
         if ending.status == "interrupted":
-            status["data"] = ending.interrupt_data
+            # With each request's arguments hash: a client sends them back with
+            # its decisions, so a decision on a stale screen is refused.
+            status["data"] = approval_records.with_hashes(ending.interrupt_data)
         elif ending.status == "error":
             status["data"] = {"error": ending.error}
         events.append(("status_changed", status))

@@ -105,6 +105,11 @@ class CeleryExecutor:
         await sync_to_async(self.submit)(run_id)
 
 
+def turns_run_here() -> bool:
+    """Whether this process runs turns (inline), not a Celery worker."""
+    return sagents_settings.EXECUTOR != "celery"
+
+
 def get_executor() -> Executor:
     if sagents_settings.EXECUTOR == "celery":
         return CeleryExecutor()

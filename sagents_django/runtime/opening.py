@@ -23,6 +23,7 @@ from sagents_django.core.serialization import deserialize_server_state
 from sagents_django.models import AgentRun
 from sagents_django.persistence import DjangoDisplayMessagePersistence
 from sagents_django.scope import scope_class
+from sagents_django.sharing import filesystems
 
 from . import checkpoints, runs
 from .agents import build_agent
@@ -75,6 +76,9 @@ def open_turn(run: AgentRun) -> Turn:
         turn.recorder.display = import_string(sagents_settings.DISPLAY_PERSISTENCE)()
         if turn.filesystem_scope is None:  # the call named none: the site's
             turn.filesystem_scope = site_filesystem_scope(scope, conversation)
+            filesystems.claim(scope, conversation)  # its owner's, recorded
+        else:  # asked again: a share revoked since the message was sent
+            filesystems.check_named(scope, conversation.pk, turn.filesystem_scope)
         turn.agent = build_agent(turn.agent_id, scope, turn.filesystem_scope)
         turn.recorder.ledger = budget_turns.attach(
             turn.agent,

@@ -17,8 +17,9 @@ from sagents_django import services
 from sagents_django.conf import sagents_settings
 from sagents_django.core import Agent
 from sagents_django.exceptions import InvalidInput
-from sagents_django.models import AgentRun
+from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.scope import Scope
+from sagents_django.services.branches import load_tree, path_filter
 from sagents_django.services.conversations import conversation_pk, owned_conversations
 
 from . import viewers
@@ -41,10 +42,33 @@ def get_status(scope: Scope, conversation_id: Any) -> Status:
         return "interrupted"
     if not _active_recently(pk):
         return "not_running"
-    last = runs.order_by("-created_at").values_list("status", flat=True).first()
+    last = shown_last_run_status(pk)
     if last in ("cancelled", "error"):
         return last  # type: ignore[return-value]
     return "idle"
+
+
+def shown_last_run_status(pk: Any) -> str | None:
+    """The status of the latest run of the branch shown (``runtime.branches``):
+    a conversation that never branched, its latest run's. A branch's runs are
+    those made since it was last shown (branching and switching wait until no
+    run is active, so every run since belongs to it) and, before that, the runs
+    whose rows its transcript holds."""
+    runs = AgentRun.objects.of(pk).order_by("-created_at")
+    tree = load_tree(pk)
+    if tree is None:
+        return runs.values_list("status", flat=True).first()
+    shown_since = tree.active.order[0]
+    since = runs.filter(created_at__gte=shown_since)
+    status = since.values_list("status", flat=True).first()
+    if status is not None:
+        return str(status)
+    rows = DisplayMessage.objects.filter(conversation_id=pk, run__isnull=False)
+    condition = path_filter(tree)
+    if condition is not None:
+        rows = rows.filter(condition)
+    found = rows.order_by("-id").values_list("run__status", flat=True).first()
+    return None if found is None else str(found)
 
 
 def is_running(scope: Scope, conversation_id: Any) -> bool:

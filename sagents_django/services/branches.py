@@ -230,6 +230,32 @@ def point_rows(conversation_pk: Any, tree: Tree | None) -> dict[int, Point]:
     return found
 
 
+def shown_filter(conversations: Any) -> Q:
+    """The condition on display rows of ``conversations`` (a queryset of their ids)
+    that keeps only each one's shown branch: a conversation that never branched
+    keeps every row. One query for the branches of all of them."""
+    nodes: dict[Any, list[Node]] = {}
+    rows = ConversationBranch.objects.filter(conversation__in=conversations).only(
+        "conversation_id",
+        "number",
+        "parent",
+        "keeps_through",
+        "segments",
+        "active",
+        "activated_at",
+    )
+    for row in rows:
+        nodes.setdefault(row.conversation_id, []).append(node_of(row))
+    if not nodes:
+        return Q()
+    condition = ~Q(conversation_id__in=list(nodes))
+    for pk, found in nodes.items():
+        shown = path_filter(Tree(found))
+        assert shown is not None
+        condition |= Q(conversation_id=pk) & shown
+    return condition
+
+
 def path_filter(tree: Tree | None) -> Q | None:
     """The condition on display rows of the shown branch (None: every row)."""
     if tree is None:

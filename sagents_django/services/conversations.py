@@ -31,6 +31,7 @@ from sagents_django.models import DisplayMessage
 from sagents_django.scope import Scope
 from sagents_django.signals import conversation_changed, send_after_commit
 
+from .branches import shown_filter
 from .keyset import beyond
 from .validation import clean_mapping, clean_text, parse_int, parse_uuid, storable
 
@@ -348,7 +349,9 @@ class SearchResult:
 def search_messages(scope: Scope, query: str, *, limit: int = 20) -> list[SearchResult]:
     """Conversations whose title, and display messages whose text, contain ``query``
     (case-insensitive; on SQLite for ASCII letters only), newest first, titles
-    before messages, at most ``limit`` results."""
+    before messages, at most ``limit`` results. Only the messages a person sees
+    are searched: those of each conversation's shown branch (the rows of the
+    branches a regenerate or an edit left are not)."""
     query = clean_text(query, what="query", max_length=SEARCH_MAX_LENGTH, strip=True)
     if not query:
         raise InvalidInput("query must contain something besides spaces")
@@ -362,12 +365,13 @@ def search_messages(scope: Scope, query: str, *, limit: int = 20) -> list[Search
     ]
     remaining = limit - len(results)
     if remaining:
+        matching = DisplayMessage.objects.filter(
+            conversation__in=owned.values("pk"),
+            content_type__in=("text", "thinking"),
+            content__text__icontains=query,
+        )
         messages = (
-            DisplayMessage.objects.filter(
-                conversation__in=owned.values("pk"),
-                content_type__in=("text", "thinking"),
-                content__text__icontains=query,
-            )
+            matching.filter(shown_filter(matching.values("conversation_id")))
             .select_related("conversation")
             .order_by("-inserted_at", "-id")[:remaining]
         )

@@ -5,6 +5,11 @@ the runs that carried that answer on (a resume after an approval, a retry after 
 failure, a dismissal). Runs of a message or of messages queued meanwhile
 (``TURN_STARTS``) begin a new one.
 
+A regenerated reply (``runtime.branches``) is a model call that cost what it
+reported, but no message of the person: it is a group of runs of its own (its
+``trigger`` says so) and is not counted in ``UsageTotals.turns``. An edited
+message is a message the person sent again: a turn (trigger ``edit``).
+
 Every run counts, whatever its status: a cancelled or failed turn consumed the
 tokens it reported. A run whose model has no known price stores a NULL cost
 (``runtime.usage``); totals add up the priced runs and count the others in
@@ -29,9 +34,11 @@ from sagents_django.scope import Scope
 
 from .conversations import owned_ids, require_conversation
 
-TURN_STARTS = ("message", "queued", "regenerate")
-"""Triggers of the runs that answer a person's messages: each begins a user turn
-(a regenerated reply answers the message again, in a branch of its own)."""
+PERSON_TURNS = ("message", "queued", "edit")
+"""Triggers of the runs that answer what a person sent: each is a user turn."""
+TURN_STARTS = (*PERSON_TURNS, "regenerate")
+"""Triggers of the runs that begin a group of ``usage_by_turn``: a person's turn,
+or a regenerated reply (the message answered again, in a branch of its own)."""
 NO_MODEL_TRIGGERS = ("dismiss", "notify", "restore", "update", "reset")
 """Short runs of verbs that held the conversation without calling the model."""
 
@@ -49,6 +56,12 @@ class UsageTotals:
     unpriced_runs: int = 0
     """Runs whose model has no known price: their tokens are counted, their cost
     is not in ``cost``."""
+    turns: int = 0
+    """Of the runs, those that answered what the person sent (``PERSON_TURNS``):
+    their messages, edited ones included."""
+    regenerations: int = 0
+    """Of the runs, those that made a reply again: each cost a model call, none
+    is a turn of the person's."""
 
     @property
     def total_tokens(self) -> int:
@@ -61,6 +74,8 @@ class UsageTotals:
             "output_tokens": self.output_tokens,
             "cost": str(self.cost),
             "unpriced_runs": self.unpriced_runs,
+            "turns": self.turns,
+            "regenerations": self.regenerations,
         }
 
 
@@ -72,6 +87,8 @@ _AGGREGATES = {
     "total_output_tokens": Sum("output_tokens"),
     "total_cost": Sum("cost"),
     "total_unpriced_runs": Count("pk", filter=Q(cost__isnull=True)),
+    "total_turns": Count("pk", filter=Q(trigger__in=PERSON_TURNS)),
+    "total_regenerations": Count("pk", filter=Q(trigger="regenerate")),
 }
 
 
@@ -108,6 +125,8 @@ def _totals(row: dict[str, Any]) -> UsageTotals:
         # Kept to the runs' own precision (a database's sum may carry more digits).
         cost=Decimal(cost).quantize(COST_QUANTUM) if cost is not None else Decimal(0),
         unpriced_runs=row.get("total_unpriced_runs") or 0,
+        turns=row.get("total_turns") or 0,
+        regenerations=row.get("total_regenerations") or 0,
     )
 
 
@@ -122,10 +141,21 @@ class TurnUsage:
     """A run of it is queued or running: the figures are not final yet."""
     reply_id: int | None = None
     """The display row of the turn's last reply text (None: it wrote none)."""
+    trigger: str = "message"
+    """What started it (its first run's trigger): ``message``, ``queued`` or
+    ``edit`` for a person's turn, ``regenerate`` for a reply made again, or a
+    verb's (``execute``, ``resume``...) when runs came before any message."""
+
+    @property
+    def by_person(self) -> bool:
+        """Whether it answered something the person sent (a regenerated reply
+        did not: it answered a message again)."""
+        return self.trigger != "regenerate"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_ids": [str(pk) for pk in self.run_ids],
+            "trigger": self.trigger,
             "active": self.active,
             "reply_id": self.reply_id,
             **self.usage.to_dict(),
@@ -167,6 +197,7 @@ def _turn(runs: list[tuple[Any, ...]], last_reply: dict[Any, int]) -> TurnUsage:
     replies = [last_reply[run[0]] for run in runs if run[0] in last_reply]
     return TurnUsage(
         run_ids=tuple(run[0] for run in runs),
+        trigger=str(runs[0][1]),
         reply_id=max(replies) if replies else None,
         active=any(run[2] in ACTIVE_RUN_STATUSES for run in runs),
         usage=_totals(
@@ -176,6 +207,8 @@ def _turn(runs: list[tuple[Any, ...]], last_reply: dict[Any, int]) -> TurnUsage:
                 "total_output_tokens": sum(run[4] for run in runs),
                 "total_cost": sum(priced, Decimal(0)),
                 "total_unpriced_runs": len(runs) - len(priced),
+                "total_turns": sum(run[1] in PERSON_TURNS for run in runs),
+                "total_regenerations": sum(run[1] == "regenerate" for run in runs),
             }
         ),
     )

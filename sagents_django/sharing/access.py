@@ -52,13 +52,18 @@ def _authenticated(user: Any) -> bool:
 def share_access(user: Any, conversation_id: Any) -> Access | None:
     """The best access ``user``'s shares (their own and their groups') give on
     the conversation; None: none."""
+    return best_access(
+        ConversationShare.objects.filter(conversation_id=conversation_id), user
+    )
+
+
+def best_access(shares: QuerySet, user: Any) -> Access | None:
+    """The best access of those of ``shares`` that reach ``user`` (theirs and
+    their groups'); None: none (or a user signed out or inactive)."""
     if not _authenticated(user) or not getattr(user, "is_active", True):
         return None
     found = set(
-        ConversationShare.objects.filter(conversation_id=conversation_id)
-        .filter(_member_of(user))
-        .order_by()
-        .values_list("access", flat=True)
+        shares.filter(_member_of(user)).order_by().values_list("access", flat=True)
     )
     if "write" in found:
         return "write"

@@ -82,20 +82,12 @@ def share(
             raise PermissionDenied(
                 f"This conversation cannot be shared with that {kind}."
             )
-        creator = scope.user if scope.is_authenticated else None
-        try:
-            with transaction.atomic():
-                row, _ = ConversationShare.objects.update_or_create(
-                    conversation=conversation,
-                    **{kind: who},
-                    defaults={"access": access, "created_by": creator},
-                )
-        except IntegrityError:  # two shares at once: the second updates the first
-            row = ConversationShare.objects.get(
-                conversation=conversation, **{kind: who}
-            )
-            row.access = access
-            row.save(update_fields=["access", "updated_at"])
+        row = save_share(
+            ConversationShare,
+            {"conversation": conversation, kind: who},
+            access,
+            scope.user if scope.is_authenticated else None,
+        )
         notify.share_changed(conversation.pk)
     return row
 
@@ -131,12 +123,30 @@ def revoke_share(scope: Scope, conversation_id: Any, share_id: Any) -> bool:
 def shares_of(scope: Scope, conversation_id: Any) -> list[ConversationShare]:
     """The conversation's shares (the owner's view), users first."""
     conversation = owned_conversation(scope, conversation_id)
+    return listed(ConversationShare.objects.filter(conversation=conversation))
+
+
+def save_share(model: Any, names: dict[str, Any], access: Access, creator: Any) -> Any:
+    """The share row of ``model`` that ``names`` (what is shared, and with whom)
+    pick, at ``access``: made, or its access changed."""
+    try:
+        with transaction.atomic():
+            row, _ = model.objects.update_or_create(
+                **names, defaults={"access": access, "created_by": creator}
+            )
+    except IntegrityError:  # two shares at once: the second updates the first
+        row = model.objects.get(**names)
+        row.access = access
+        row.save(update_fields=["access", "updated_at"])
+    return row
+
+
+def listed(shares: models.QuerySet) -> list[Any]:
+    """Shares as the owner sees them: users first, then groups by name."""
     return list(
-        ConversationShare.objects.filter(conversation=conversation)
-        .select_related("user", "group")
-        .order_by(models.F("user").asc(nulls_last=True), "group__name", "id")[
-            :MAX_LISTED
-        ]
+        shares.select_related("user", "group").order_by(
+            models.F("user").asc(nulls_last=True), "group__name", "id"
+        )[:MAX_LISTED]
     )
 
 

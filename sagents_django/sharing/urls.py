@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import views
+from . import file_views, views
 
 urlpatterns = [
     path("c/<uuid:conversation_id>/share/", views.add_share, name="share"),
@@ -20,4 +20,5 @@ urlpatterns = [
         name="revoke_link",
     ),
     path("s/<str:token>/", views.shared_link, name="shared_link"),
+    path("files/<int:filesystem_id>/", file_views.shared_files, name="shared_files"),
 ]

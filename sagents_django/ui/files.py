@@ -50,16 +50,26 @@ class FileRow:
 
 
 def _rows(scope: Scope, conversation: Any) -> Any:
-    kind, ident = scope_parts(conversation_filesystem_scope(scope, conversation))
+    return rows_in(conversation_filesystem_scope(scope, conversation))
+
+
+def rows_in(filesystem_scope: Any) -> Any:
+    """The stored files of a filesystem scope (callers check who may see them)."""
+    kind, ident = scope_parts(filesystem_scope)
     return StoredFile.objects.filter(scope_kind=kind, scope_id=ident)
 
 
 def tree(scope: Scope, conversation: Any) -> list[FileRow]:
     """Files and their directories, sorted by path, indented by depth."""
+    return tree_of(_rows(scope, conversation))
+
+
+def tree_of(rows: Any) -> list[FileRow]:
+    """``tree`` of a filesystem's stored files (``rows_in``)."""
     paths = list(
-        _rows(scope, conversation)
-        .order_by("path")
-        .values_list("path", "size", "mime_type")[:MAX_FILES_LISTED]
+        rows.order_by("path").values_list("path", "size", "mime_type")[
+            :MAX_FILES_LISTED
+        ]
     )
     out: list[FileRow] = []
     shown: set[str] = set()
@@ -95,13 +105,17 @@ def tree(scope: Scope, conversation: Any) -> list[FileRow]:
 
 def read(scope: Scope, conversation: Any, path: str) -> tuple[str, str] | None:
     """(content, MIME type) of a file, or None when there is none at ``path``."""
+    return read_in(_rows(scope, conversation), path)
+
+
+def read_in(rows: Any, path: str) -> tuple[str, str] | None:
+    """``read`` in a filesystem's stored files (``rows_in``)."""
     try:
         path = normalize_file_path(path)
     except FileSystemError:
         return None
     row = (
-        _rows(scope, conversation)
-        .filter(path=path)
+        rows.filter(path=path)
         .exclude(mime_type="inode/directory")
         .values_list("content", "mime_type")
         .first()
@@ -130,6 +144,9 @@ def upload(scope: Scope, conversation: Any, name: str, data: bytes) -> str:
         raise UploadError(f"That name cannot be used: {exc}") from None
     entry = FileEntry.new_persisted_file(path, text)
     files = conversation_filesystem_scope(scope, conversation)
+    from sagents_django.sharing.filesystems import claim
+
+    claim(scope, conversation)  # the owner's files, recorded at their first use
     opts = {"scope_key": files, "base_directory": None}
     try:
         DatabasePersistence().write(entry, opts)

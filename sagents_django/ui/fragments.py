@@ -57,15 +57,25 @@ def _append(html: str, target: str = "sg-messages", how: str = "beforeend") -> s
 
 
 def rows_html(
-    chat: Chat, rows: list[DisplayMessage], *, oob: bool = False, live: bool = False
+    chat: Chat,
+    rows: list[DisplayMessage],
+    *,
+    oob: bool = False,
+    live: bool = False,
+    draw: set[int] | None = None,
+    open_turn: bool | None = None,
 ) -> str:
     """``live``: rows an event just brought, drawn from it alone (a new reply has
-    no rating yet, and its turn's usage comes with ``run_finished``)."""
+    no rating yet, no Regenerate while its turn goes on, and its turn's usage
+    comes with ``run_finished``). ``draw``: the ids of the rows to draw (the
+    others only tell where turns end); ``open_turn``: ``Chat.annotate``'s."""
     extra = transcript.tool_results_for(chat.conversation.pk, rows, tree=chat.tree)
     items = transcript.entries(rows, results=extra, status=chat.status)
     chat.add_branches(items)
     if not live:
-        items = chat.annotate(items)
+        items = chat.annotate(items, open_turn=open_turn)
+    if draw is not None:
+        items = [e for e in items if e.pk in draw]
     return "".join(_partial("message", e=e, chat=chat, oob=oob) for e in items)
 
 
@@ -219,17 +229,23 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
         return _status(chat, data)
     if event == "run_finished":
         # The status panels follow with its status_changed; the usage changed,
-        # and the turn's last reply now shows the turn's usage.
+        # and the turn's last reply now shows the turn's usage and Regenerate
+        # (the turn is over, unless an approval holds it or a run follows).
         recent = services.load_display_messages(
             scope, conversation.pk, limit=RECENT_ROWS, tree=chat.tree
         )
-        replies = [
-            r
+        replies = {
+            r.pk
             for r in recent
             if (r.message_type, r.content_type) == ("assistant", "text")
-        ]
+        }
         return _partial("usage", chat=chat, oob=True) + rows_html(
-            chat, replies, oob=True
+            chat,
+            recent,
+            oob=True,
+            draw=replies,
+            open_turn=data.get("status") == "interrupted"
+            or bool(data.get("next_run_id")),
         )
     if event == "run_started":
         recent = services.load_display_messages(
@@ -252,7 +268,9 @@ def for_event(scope: Scope, message: dict[str, Any], live: Live | None = None) -
             return ""
         return _partial("title_live", conversation=conversation, oob=True)
     if event == "branch_switched":
+        # Another branch: its rows, and its status (its own latest run's).
         live.tree_read = False
+        live.status = None
     if event in ("agent_state_update", "branch_switched"):
         # A reset, or another branch shown: the transcript is drawn again whole.
         return resync(scope, cid, None)

@@ -63,6 +63,7 @@ class Entry:
     role: str
     status: str
     inserted_at: Any = None
+    sequence: int = 0
     html: SafeString | str = ""
     """Sanitized markdown of a text, thinking or error block."""
     text: str = ""
@@ -98,6 +99,9 @@ class Entry:
     """On the last reply of a user turn: the turn's ``TurnUsage`` (all its runs)."""
     branch: BranchNav | None = None
     """On the first row after a branch point: ``< n / m >``."""
+    turn_end: bool = False
+    """The last reply of a finished turn: the one that offers Regenerate (which
+    answers the whole turn again). Set by ``Chat.annotate``."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -139,6 +143,36 @@ def entries(
             item.folded = True
     _mark_waiting(out, status)
     return out
+
+
+def by_person(item: Entry) -> bool:
+    """A person's message: what starts a turn (``runtime.branches``' rule)."""
+    return item.role == "user" and item.kind == "text"
+
+
+def is_reply(item: Entry) -> bool:
+    return item.role == "assistant" and item.kind == "text"
+
+
+def mark_turn_ends(
+    items: list[Entry], *, opened: bool, followed_by_person: bool | None
+) -> None:
+    """Set ``turn_end`` on the last reply of each turn among ``items`` (display
+    order). ``opened``: a person's message comes before the first item (else the
+    replies before the first person's message answer none: nothing to
+    regenerate). ``followed_by_person``: what comes after the last item: a
+    person's message (True), a reply (False), or nothing, the turn is over
+    (None; pass False while it still runs or waits for an approval)."""
+    last: Entry | None = None
+    for item in items:
+        if by_person(item):
+            if last is not None:
+                last.turn_end = True
+            last, opened = None, True
+        elif is_reply(item) and opened:
+            last = item
+    if last is not None and followed_by_person is not False:
+        last.turn_end = True
 
 
 def _mark_waiting(out: list[Entry], status: str) -> None:
@@ -187,6 +221,7 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
         "role": row.message_type if row.message_type in MESSAGE_TYPES else "other",
         "status": row.status if row.status in DISPLAY_STATUSES else "other",
         "inserted_at": row.inserted_at,
+        "sequence": row.sequence if isinstance(row.sequence, int) else 0,
     }
     metadata = row.metadata if isinstance(row.metadata, dict) else {}
     reason = str(content.get("stop_reason"))

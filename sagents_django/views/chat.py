@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST, require_safe
 from sagents_django.core import SagentsError
 from sagents_django.core.transports import warm_litellm
 from sagents_django.exceptions import Conflict, InvalidInput, RunConflict
-from sagents_django.runtime import agent_server
+from sagents_django.runtime import agent_server, executors
 from sagents_django.security import csp
 from sagents_django.ui.context import Chat
 
@@ -48,8 +48,10 @@ def conversation(request: HttpRequest, conversation_id: str) -> HttpResponse:
     except InvalidInput as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
     # The person will send a message: the model library's import (seconds) starts
-    # now, not when the first turn needs it.
-    warm_litellm()
+    # now, not when the first turn needs it; where turns run on Celery workers,
+    # this process never needs it (3 s of CPU and 160 MB spared per web process).
+    if executors.turns_run_here():
+        warm_litellm()
     return render(request, "sagents_django/conversation.html", {"chat": chat})
 
 

@@ -9,6 +9,8 @@ from sagents_django.models import (
     AgentRun,
     AgentState,
     DisplayMessage,
+    Filesystem,
+    FilesystemShare,
     PersistenceFailure,
     ReplyFeedback,
 )
@@ -62,4 +64,6 @@ def snapshot() -> tuple[list[dict[str, Any]], ...]:
         list(AgentRun.objects.order_by("pk").values()),
         list(PersistenceFailure.objects.order_by("pk").values()),
         list(ReplyFeedback.objects.order_by("pk").values()),
+        list(Filesystem.objects.order_by("pk").values()),
+        list(FilesystemShare.objects.order_by("pk").values()),
     )

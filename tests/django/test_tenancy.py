@@ -8,12 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.http import Http404
 
 from sagents_django import services
 from sagents_django.exceptions import NotFound
 from sagents_django.models import AgentRun, DisplayMessage
 from sagents_django.scope import Scope
+from sagents_django.sharing import filesystems
 
 from .factories import envelope, snapshot, tool_call_row, tool_result_row
 
@@ -23,6 +25,10 @@ CALL = "call-1"
 HELD = "call-held"
 
 Call = Callable[[Scope, Any], Any]
+
+
+def carol() -> Any:
+    return get_user_model().objects.get_or_create(username="carol")[0]
 
 
 def last_run(conversation: Any) -> Any:
@@ -159,6 +165,18 @@ CASES: dict[str, tuple[Call, Any]] = {
     ),
     "clear_rating": (lambda s, c: services.clear_rating(s, reply_of(c)), NotFound),
     "feedback_for": (lambda s, c: services.feedback_for(s, c.pk), NotFound),
+    # A conversation's filesystem, shared on its own (sharing.filesystems): the
+    # owner's API, through one of the owner's conversations.
+    "filesystem_of": (lambda s, c: filesystems.filesystem_of(s, c.pk), NotFound),
+    "share_files": (
+        lambda s, c: filesystems.share_files(s, c.pk, carol(), "read"),
+        NotFound,
+    ),
+    "revoke_files": (
+        lambda s, c: filesystems.revoke_files(s, c.pk, carol()),
+        NotFound,
+    ),
+    "file_shares_of": (lambda s, c: filesystems.file_shares_of(s, c.pk), NotFound),
     # The same calls naming the conversation explicitly.
     "mark_tool_executing in a conversation": (
         lambda s, c: services.mark_tool_executing(s, CALL, conversation_id=c.pk),

@@ -43,6 +43,7 @@ def test_a_conversations_totals_sum_every_run_whatever_its_status(
         output_tokens=25,
         cost=Decimal("0.00012"),
         unpriced_runs=0,
+        turns=3,  # each run answered a message (begin_run's default trigger)
     )
     assert totals.total_tokens == 182
     assert totals.to_dict()["cost"] == "0.0001200000"

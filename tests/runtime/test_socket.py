@@ -12,6 +12,7 @@ from channels.layers import get_channel_layer
 from django.contrib.auth import get_user_model
 
 from sagents_django import protocol
+from sagents_django.approvals.records import arguments_hash
 from sagents_django.core.events import EVENTS
 from sagents_django.models import DisplayMessage
 from sagents_django.runtime import agent_server, groups, viewers
@@ -311,6 +312,68 @@ async def test_an_approval_is_resumed_over_the_socket_and_a_second_resume_confli
     assert finished["data"]["status"] == "completed"
     assert second["ok"] is False and second["error"]["code"] == "conflict"
     assert seqs_are_contiguous(sock.events())
+
+
+async def test_a_resume_names_the_arguments_it_saw_and_a_stale_one_is_refused(
+    site: Any,
+) -> None:
+    site.script(
+        reply(
+            tool_calls=[
+                tool_call("write_file", {"file_path": "/a.txt", "content": "hi"})
+            ]
+        ),
+        reply("Written."),
+    )
+    scope, conversation = await new_conversation()
+    cid = str(conversation.pk)
+    sock = await connect(scope.user)
+    await sock.send("subscribe", conversation=cid)
+    await sock.send("send", conversation=cid, text="Write it")
+    paused = await sock.until(
+        lambda f: (
+            f.get("event") == "status_changed" and f["data"]["status"] == "interrupted"
+        )
+    )
+    live = paused["data"]["data"]
+    # A second client joining now is told what to decide, hashes included.
+    late = await connect(scope.user)
+    joined = await late.send("subscribe", conversation=cid)
+    await late.disconnect()
+    seen = [r["arguments_hash"] for r in live["action_requests"]]
+
+    stale = await sock.send(
+        "resume",
+        conversation=cid,
+        decisions=[{"type": "approve"}],
+        arguments_hashes=["0" * 64],
+    )
+    malformed = await sock.send(
+        "resume", conversation=cid, decisions=[{"type": "approve"}], arguments_hashes=7
+    )
+    still = await sock.send("subscribe", conversation=cid)
+    resumed = await sock.send(
+        "resume",
+        conversation=cid,
+        decisions=[{"type": "approve"}],
+        arguments_hashes=seen,
+    )
+    finished = await sock.until(
+        lambda f: (
+            f.get("event") == "run_finished"
+            and f["data"]["run_id"] == resumed.get("run_id")
+        )
+    )
+    await sock.disconnect()
+
+    assert seen == [arguments_hash({"file_path": "/a.txt", "content": "hi"})]
+    assert joined["status"] == "interrupted"
+    assert joined["interrupt"]["action_requests"] == live["action_requests"]
+    assert stale["ok"] is False and stale["error"]["code"] == "invalid_input"
+    assert "not the ones you saw" in stale["error"]["message"]
+    assert malformed["ok"] is False and malformed["error"]["code"] == "invalid_input"
+    assert still["status"] == "interrupted"  # nothing changed
+    assert resumed["ok"] and finished["data"]["status"] == "completed"
 
 
 async def test_a_pending_approval_is_dismissed_over_the_socket(site: Any) -> None:

@@ -8,11 +8,16 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
+from django.urls import reverse
 
 from sagents_django.scope import Scope
-from sagents_django.sharing import notify
+from sagents_django.sharing import filesystems, notify
 from sagents_django.sharing import services as sharing
-from sagents_django.sharing.models import ConversationShare
+from sagents_django.sharing.models import (
+    ConversationShare,
+    Filesystem,
+    FilesystemShare,
+)
 from tests.django.test_admin import change_url, empty_inline, fast_password_hashing
 
 pytestmark = pytest.mark.django_db
@@ -50,10 +55,7 @@ def test_an_operator_shares_under_the_sites_rule_and_the_sockets_hear_it(
 ) -> None:
     told: list[Any] = []
     monkeypatch.setattr(notify, "share_changed", told.append)
-    settings.SAGENTS = {"SHARE_WITH": "tests.sharing.tenants.share_with"}
-    user.email, other_user.email = "alice@acme.test", "bob@other.test"
-    user.save()
-    other_user.save()
+    in_two_tenants(settings, user, other_user)
     refused = admin_client.post(
         change_url(conversation),
         change_form(conversation, **one_share(other_user, "read")),
@@ -97,3 +99,62 @@ def test_staff_without_the_share_permissions_see_no_shares(
     assert ConversationShare in {
         f.opts.model for f in page.context["inline_admin_formsets"]
     }
+
+
+def files_form(user: Any, access: str) -> dict[str, str]:
+    return {**empty_inline("shares"), **one_share(user, access)}
+
+
+def in_two_tenants(settings: Any, user: Any, other_user: Any) -> None:
+    """The site shares within an email domain; alice and bob are in two."""
+    settings.SAGENTS = {"SHARE_WITH": "tests.sharing.tenants.share_with"}
+    user.email, other_user.email = "alice@acme.test", "bob@other.test"
+    user.save()
+    other_user.save()
+
+
+def test_a_filesystems_shares_are_edited_under_the_sites_rule_and_sockets_hear_it(
+    admin_client: Client,
+    user: Any,
+    other_user: Any,
+    conversation: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    told: list[Any] = []
+    monkeypatch.setattr(notify, "files_share_changed", told.append)
+    in_two_tenants(settings, user, other_user)
+    filesystem = filesystems.filesystem_of(Scope.for_user(user), conversation.pk)
+    listed = admin_client.get(reverse("admin:sagents_django_filesystem_changelist"))
+    assert str(filesystem) in listed.content.decode()
+    assert (
+        admin_client.get(reverse("admin:sagents_django_filesystem_add")).status_code
+        == 403
+    )  # rows are claimed by use
+
+    refused = admin_client.post(change_url(filesystem), files_form(other_user, "read"))
+    assert (
+        refused.status_code == 200
+        and "does not let it be shared" in refused.content.decode()
+    )
+    assert not FilesystemShare.objects.exists() and told == []
+
+    other_user.email = "bob@acme.test"
+    other_user.save()
+    saved = admin_client.post(change_url(filesystem), files_form(other_user, "write"))
+    assert saved.status_code == 302
+    assert FilesystemShare.objects.get().access == "write"
+    assert told == [filesystem.key]
+    assert filesystems.access_to(Scope.for_user(other_user), filesystem) == "write"
+    filesystem.refresh_from_db()
+    assert filesystem.owner_key == str(user.pk)  # never changed here
+
+
+def test_a_filesystem_claimed_by_naming_it_is_not_shared(
+    admin_client: Client, user: Any, other_user: Any, conversation: Any
+) -> None:
+    named = Filesystem.objects.create(kind="project", ident="7", owner_key=user.pk)
+    refused = admin_client.post(change_url(named), files_form(other_user, "read"))
+    assert refused.status_code == 200
+    assert "claimed by a call naming them" in refused.content.decode()
+    assert not FilesystemShare.objects.exists()

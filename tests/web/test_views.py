@@ -496,3 +496,37 @@ def test_a_message_sent_during_a_turn_is_marked_queued_until_answered(
     services.append_text_message(scope, conversation.pk, "assistant", "answer")
     html = alice_client.get(url("conversation", conversation)).content.decode()
     assert "sg-badge--queued" not in html
+
+
+@pytest.mark.parametrize(("executor", "warmed"), [("inline", True), ("celery", False)])
+def test_the_chat_page_warms_the_model_library_only_where_turns_run(
+    alice_client: Client,
+    conversation: Any,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    executor: str,
+    warmed: bool,
+) -> None:
+    from sagents_django.core import transports
+
+    monkeypatch.setattr(transports, "_demo_registered", False)
+    monkeypatch.setattr(transports, "_warming", None)
+    settings.SAGENTS = {**settings.SAGENTS, "EXECUTOR": executor}
+
+    assert alice_client.get(url("conversation", conversation)).status_code == 200
+    thread = transports._warming
+    assert (thread is not None) is warmed
+    if thread is not None:
+        thread.join(300)
+        assert transports._demo_registered
+
+
+def test_an_empty_transcript_says_so_and_one_with_rows_does_not(
+    alice_client: Client, conversation: Any, alice: Any
+) -> None:
+    empty = alice_client.get(url("conversation", conversation)).content.decode()
+    assert "No messages yet." in empty
+
+    services.append_text_message(Scope.for_user(alice), conversation.pk, "user", "Hi")
+    page = alice_client.get(url("conversation", conversation)).content.decode()
+    assert "No messages yet." not in page and "Hi" in page

@@ -23,8 +23,7 @@ import pytest
 
 from tests.docs import blocks
 from tests.fakes.openai_server import FakeOpenAIServer, reply, tool_call
-
-from .helpers import REPO, ruff_problems
+from tests.generator.helpers import REPO, ruff_problems
 
 SETTINGS_BEFORE = '''\
 """The host's settings before sagents_setup: no generated app yet."""

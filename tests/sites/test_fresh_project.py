@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import REPO
+from tests.generator.helpers import REPO
 
 SECTION = "## Add it to your Django project"
 MARKED_BLOCK = re.compile(
