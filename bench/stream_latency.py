@@ -88,7 +88,7 @@ from bench.stack import (
     subscribe,
 )
 
-DATABASE = "bench_stream"
+DATABASE = os.environ.get("BENCH_DATABASE", "bench_stream")
 SESSION = uuid.uuid4().hex[:8]
 PREFIX = QUEUE = f"sagents-bench-{SESSION}"
 USER: Any = None

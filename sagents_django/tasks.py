@@ -46,19 +46,24 @@ except ImportError as exc:
 )
 def run_agent_turn(run_id: str) -> str | None:
     """Run the queued run ``run_id``; its final status (None: already taken)."""
-    from sagents_django.runtime import loop
+    from sagents_django.runtime import heap, loop
     from sagents_django.runtime.runner import run_turn
 
-    return loop.submit(run_turn(str(run_id))).result()
+    try:
+        return loop.submit(run_turn(str(run_id))).result()
+    finally:
+        heap.first_turn_done()
 
 
 @worker_ready.connect  # type: ignore[untyped-decorator]
 def start_sweeper(**_kwargs: Any) -> None:
     from sagents_django.core.transports import warm_litellm
-    from sagents_django.runtime import sweeper
+    from sagents_django.runtime import heap, sweeper
 
     sweeper.ensure_running()
-    warm_litellm()  # the first turn does not wait for the import
+    # The first turn does not wait for the import; once it is done, the heap of
+    # the start-up is frozen (runtime/heap.py).
+    heap.settle_after(warm_litellm(), "start-up")
 
 
 @worker_shutting_down.connect  # type: ignore[untyped-decorator]

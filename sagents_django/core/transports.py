@@ -102,18 +102,20 @@ def import_litellm() -> Any:
 _warming: threading.Thread | None = None
 
 
-def warm_litellm() -> None:
+def warm_litellm() -> threading.Thread | None:
     """Import litellm on a daemon thread, once per process: the first turn of a
     freshly started server or worker then does not wait seconds for the import
-    (called by the chat page and a Celery worker as they start serving)."""
+    (called by the chat page and a Celery worker as they start serving). The
+    importing thread; None when this process already has (or is importing) it."""
     global _warming
     with _litellm_lock:
         if _demo_registered or _warming is not None:
-            return
+            return None
         _warming = threading.Thread(
             target=_warm, name="sagents-litellm-warm-up", daemon=True
         )
     _warming.start()
+    return _warming
 
 
 def _warm() -> None:

@@ -9,6 +9,7 @@ written as UUID hex and a filesystem scope (any JSON value) as a short hash.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import uuid
@@ -17,6 +18,7 @@ from typing import Any
 PREFIX = "sagents"
 
 
+@functools.lru_cache(maxsize=1024)
 def _hex(conversation_id: Any) -> str:
     return uuid.UUID(str(conversation_id)).hex
 

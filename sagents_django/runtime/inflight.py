@@ -28,6 +28,7 @@ this process (the embedded default: publisher and sockets share one process).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import threading
 import time
@@ -35,7 +36,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import layer
+from . import layer, wire
 
 INFLIGHT_TTL = 900
 """Seconds a buffer lives after its last change (an abandoned one goes away)."""
@@ -197,14 +198,17 @@ async def stamp(
     else:
         payload = ""
     keys = _keys(conversation_id)
-    script = _script(layer.redis_client(url))
     # The counter also moves past events lost before they could be numbered, so
     # the client sees a gap where they were (layer.numbering).
     with layer.numbering(url, keys[0]) as step:
         args: list[Any] = [op, payload, layer.SEQ_TTL, INFLIGHT_TTL, step]
         if frame is not None:
             args += [frame.channel, frame.payload, frame.offset]
-        value = await script(keys=keys, args=args)
+        lean = wire.writer(url)
+        if lean is not None:
+            value = await lean.evalsha(_STAMP, keys, args)
+        else:
+            value = await _script(layer.redis_client(url))(keys=keys, args=args)
     return int(value)
 
 
@@ -270,16 +274,17 @@ def _todos(raw: Any) -> list[dict[str, Any]] | None:
 
 def _url() -> str | None:
     # The counter's rule (layer.next_seq): Redis beside a Redis layer, else memory.
-    return layer.redis_url() if layer.get_layer() is not None else None
+    return layer.plan().url
 
 
-def _keys(conversation_id: str) -> list[str]:
-    return [
+@functools.lru_cache(maxsize=1024)
+def _keys(conversation_id: str) -> tuple[str, str, str, str]:
+    return (
         layer.SEQ_KEY.format(conversation_id),
         RUN_KEY.format(conversation_id),
         DELTAS_KEY.format(conversation_id),
         TODOS_KEY.format(conversation_id),
-    ]
+    )
 
 
 class Floor:

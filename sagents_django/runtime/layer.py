@@ -18,7 +18,9 @@ Beside the Pub/Sub layer on one Redis, an event's number is taken, the in-flight
 buffer changed and the frame published in one round trip (``pubsub_frame``, the
 script of ``inflight.stamp``): the layer's own serialized message with a placeholder
 where the number goes, which the script fills in before its ``PUBLISH``. A frame then
-costs the worker one Redis call instead of two (``bench/stream_latency.py``).
+costs the worker one Redis call instead of two (``bench/stream_latency.py``), made on
+a lean connection of the loop's own (``runtime.wire``). What the layer's settings mean
+for this is worked out once per layer instance (``plan``), not per event.
 
 So every event lost must leave a gap. One whose send fails does (its number was
 taken). One whose number cannot be taken (the counter's Redis is down) is counted
@@ -208,20 +210,56 @@ def pubsub_frame(group: str, message: dict[str, Any]) -> Frame | None:
     that filters or drops), several hosts (the group may live on another shard
     than the counter), or a serializer whose output does not hold the placeholder
     as msgpack's plain bytes (encryption, JSON)."""
-    layer = get_layer()
-    if layer is None or not _plain_pubsub(layer.__class__):
+    current = plan()
+    if current.channel_prefix is None:
         return None
-    config = _layer_config()
-    if len(config.get("hosts") or [None]) != 1:
-        return None
-    payload = layer.serialize(message)
+    payload = current.layer.serialize(message)
     offset = payload.find(_PLACEHOLDER_BYTES)
     if offset < 0 or payload.count(_PLACEHOLDER_BYTES) != 1:
         return None
-    # The layer's name for a group's channel (channels_redis is pinned, and
-    # tests/runtime/test_inflight.py holds this to the layer's own).
-    channel = f"{config.get('prefix', 'asgi')}__group__{group}"
-    return Frame(channel=channel, payload=payload, offset=offset)
+    return Frame(channel=current.channel_prefix + group, payload=payload, offset=offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What the layer configured now means for publishing, worked out once per
+    layer instance (Channels makes a new one when ``CHANNEL_LAYERS`` changes), not
+    once per event: a streamed chunk reads no setting."""
+
+    layer: Any
+    """The default channel layer (None: no layer)."""
+    url: str | None
+    """The Redis of the event counters (and the in-flight buffers): the layer's
+    first host beside a channels_redis layer; None: they live in this process."""
+    channel_prefix: str | None
+    """Set when the stamping script may publish frames itself (``pubsub_frame``):
+    the layer's Redis Pub/Sub channel name of a group, less the group."""
+
+
+_plan: Plan | None = None
+
+
+def plan() -> Plan:
+    """The current layer's ``Plan``."""
+    global _plan
+    layer = get_layer()
+    current = _plan
+    if current is None or current.layer is not layer:
+        current = _plan = _make_plan(layer)
+    return current
+
+
+def _make_plan(layer: Any) -> Plan:
+    if layer is None:
+        return Plan(layer=None, url=None, channel_prefix=None)
+    url = redis_url()
+    config = _layer_config()
+    prefix = None
+    if _plain_pubsub(layer.__class__) and len(config.get("hosts") or [None]) == 1:
+        # The layer's name for a group's channel (channels_redis is pinned, and
+        # tests/runtime/test_inflight.py holds this to the layer's own).
+        prefix = f"{config.get('prefix', 'asgi')}__group__"
+    return Plan(layer=layer, url=url, channel_prefix=prefix)
 
 
 @functools.lru_cache(maxsize=16)
@@ -248,8 +286,7 @@ def _layer_config() -> dict[str, Any]:
 
 async def next_seq(conversation_id: str) -> int:
     """The next sequence number of ``conversation_id``'s events."""
-    layer = get_layer()
-    url = redis_url() if layer is not None else None
+    url = plan().url
     if url is None:
         with _lock:
             return next(_counters[conversation_id])
