@@ -72,7 +72,7 @@ class _Protocol(asyncio.Protocol):
         self.transport = transport
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        self._fail(exc or ConnectionError("Redis closed the connection"))
+        self.fail(exc or ConnectionError("Redis closed the connection"))
 
     def data_received(self, data: bytes) -> None:
         buffer = self.buffer + data if self.buffer else data
@@ -103,10 +103,10 @@ class _Protocol(asyncio.Protocol):
                 elif kind == b"-":
                     reply = ReplyError(text.decode(errors="replace"))
                 else:  # nothing sent here is answered with an array or RESP3
-                    self._fail(ConnectionError(f"Unexpected Redis reply {kind!r}"))
+                    self.fail(ConnectionError(f"Unexpected Redis reply {kind!r}"))
                     return
             if not waiting:
-                self._fail(ConnectionError("A Redis reply nobody waited for"))
+                self.fail(ConnectionError("A Redis reply nobody waited for"))
                 return
             future, _sent = waiting.popleft()
             if not future.done():
@@ -142,11 +142,11 @@ class _Protocol(asyncio.Protocol):
             return
         oldest = self.waiting[0][1]
         if self.loop.time() - oldest >= TIMEOUT:
-            self._fail(TimeoutError("Redis did not answer in time"))
+            self.fail(TimeoutError("Redis did not answer in time"))
         else:
             self._watchdog = self.loop.call_at(oldest + TIMEOUT, self._check)
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
         if self.lost is None:
             self.lost = exc
         if self._watchdog is not None:
@@ -220,14 +220,14 @@ class Writer:
                 for future in protocol.send(self.setup):
                     await asyncio.wait_for(future, TIMEOUT)
             except BaseException:
-                protocol._fail(ConnectionError("Redis refused the connection's setup"))
+                protocol.fail(ConnectionError("Redis refused the connection's setup"))
                 raise
         self._protocol = protocol
         return protocol
 
     def close(self) -> None:
         if self._protocol is not None:
-            self._protocol._fail(ConnectionError("closed"))
+            self._protocol.fail(ConnectionError("closed"))
             if self._protocol.transport is not None:
                 self._protocol.transport.close()
             self._protocol = None
