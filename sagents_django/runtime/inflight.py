@@ -36,7 +36,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from . import layer, wire
+from . import layer
 
 INFLIGHT_TTL = 900
 """Seconds a buffer lives after its last change (an abandoned one goes away)."""
@@ -204,11 +204,7 @@ async def stamp(
         args: list[Any] = [op, payload, layer.SEQ_TTL, INFLIGHT_TTL, step]
         if frame is not None:
             args += [frame.channel, frame.payload, frame.offset]
-        lean = wire.writer(url)
-        if lean is not None:
-            value = await lean.evalsha(_STAMP, keys, args)
-        else:
-            value = await _script(layer.redis_client(url))(keys=keys, args=args)
+        value = await _script(layer.redis_client(url))(keys=keys, args=args)
     return int(value)
 
 

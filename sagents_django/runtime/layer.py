@@ -18,9 +18,9 @@ Beside the Pub/Sub layer on one Redis, an event's number is taken, the in-flight
 buffer changed and the frame published in one round trip (``pubsub_frame``, the
 script of ``inflight.stamp``): the layer's own serialized message with a placeholder
 where the number goes, which the script fills in before its ``PUBLISH``. A frame then
-costs the worker one Redis call instead of two (``bench/stream_latency.py``), made on
-a lean connection of the loop's own (``runtime.wire``). What the layer's settings mean
-for this is worked out once per layer instance (``plan``), not per event.
+costs the worker one Redis call instead of two (``bench/stream_latency.py``). What the
+layer's settings mean for this is worked out once per layer instance (``plan``), not
+per event.
 
 So every event lost must leave a gap. One whose send fails does (its number was
 taken). One whose number cannot be taken (the counter's Redis is down) is counted
