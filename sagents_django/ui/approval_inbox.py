@@ -16,7 +16,7 @@ from django.http import QueryDict
 
 from sagents_django.approvals import records, routing
 from sagents_django.approvals.deciding import Vote
-from sagents_django.approvals.models import ApprovalRequest
+from sagents_django.approvals.models import PENDING, ApprovalRequest
 from sagents_django.exceptions import NotFound
 from sagents_django.models import AgentState
 from sagents_django.scope import Scope
@@ -128,11 +128,19 @@ def _conversation_ids(user: Any, scope: Scope, limit: int) -> list[Any]:
 
 
 def _own(scope: Scope) -> Any:
-    """The scope's waiting conversations, when owners decide their requests."""
+    """The scope's waiting conversations, when owners decide their requests; not
+    those waiting only for requests no owner decides as owner (a budget's, a
+    permission's): they are the person's only by that permission (``_others``)."""
     from sagents_django.conf import sagents_settings
 
     waiting = approvals.waiting(scope)
-    return waiting if sagents_settings.APPROVALS.owner_decides else waiting.none()
+    if not sagents_settings.APPROVALS.owner_decides:
+        return waiting.none()
+    pending = ApprovalRequest.objects.filter(status=PENDING)
+    not_for_owners = pending.filter(owner_decides=False).exclude(
+        conversation_id__in=pending.filter(owner_decides=True).values("conversation_id")
+    )
+    return waiting.exclude(conversation_id__in=not_for_owners.values("conversation_id"))
 
 
 def _others(user: Any, own: list[Any]) -> Any:

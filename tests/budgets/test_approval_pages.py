@@ -21,6 +21,7 @@ from django.urls import reverse
 from sagents_django.approvals.models import ApprovalRequest, ApprovalVote
 from sagents_django.models import AgentRun, BudgetCounter
 from sagents_django.runtime import agent_server
+from sagents_django.ui.approvals import inbox_count
 from tests.budgets.conftest import user_budget
 from tests.fakes.openai_server import reply
 from tests.runtime.follow import follow, new_conversation, no_active_runs
@@ -52,6 +53,12 @@ async def person(name: str, *, may_raise: bool) -> Any:
         permission = await Permission.objects.aget(codename="raise_budget")
         await sync_to_async(user.user_permissions.add)(permission)
     return user
+
+
+async def badge(scope: Any) -> int:
+    """The header's count of conversations waiting for the person."""
+    fresh = await get_user_model().objects.aget(pk=scope.user.pk)  # no perm cache
+    return await sync_to_async(inbox_count)(type(scope).for_user(fresh))
 
 
 async def client_of(user: Any) -> AsyncClient:
@@ -140,6 +147,8 @@ async def test_someone_not_allowed_to_raise_budgets_is_refused_and_nothing_chang
     assert 'name="hash-0"' not in page
     inbox = (await owner.get(reverse("sagents_django:inbox"))).content.decode()
     assert 'name="hash-0"' not in inbox
+    # Nor does the header's badge count it (it counted it once).
+    assert await badge(scope) == 0
     answer = await decide(
         owner, conversation, **{"decision-0": "approve", "hash-0": stale_hash}
     )
