@@ -141,6 +141,8 @@ def resync(
     parts: list[str] = []
     if missed is None or len(missed) > MAX_RESYNC_ROWS:
         list_html = "".join(_partial("message", e=e, chat=chat) for e in chat.entries)
+        if not list_html and not chat.has_older:  # as the page draws it
+            list_html = '<p class="sg-empty">No messages yet.</p>'
         parts.append(
             f'<div id="sg-messages" class="sg-messages" aria-label="Messages" '
             f'role="log" hx-swap-oob="true">{list_html}</div>'

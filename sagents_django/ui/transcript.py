@@ -68,6 +68,8 @@ class Entry:
     """Sanitized markdown of a text, thinking or error block."""
     text: str = ""
     """Plain text (pretty JSON for unknown content types)."""
+    clipped: bool = False
+    """``text`` is shown in part (``clip``): no Edit, which would send that part."""
     tool_name: str = ""
     call_id: str = ""
     arguments: str = ""
@@ -112,10 +114,30 @@ def content_of(row: DisplayMessage) -> dict[str, Any]:
 def call_id_of(row: DisplayMessage) -> str:
     content = content_of(row)
     key = "tool_call_id" if row.content_type == "tool_result" else "call_id"
-    return row.tool_call_id or _text(content.get(key))
+    return row.tool_call_id or _raw(content.get(key))
+
+
+SHOWN_CHARS = 20_000
+"""At most this much of one text (a message, a tool's arguments or result) is
+drawn on a page: a message of a megabyte would make every page and every socket
+frame that carries its row a megabyte (daphne refuses a WebSocket frame over 1 MiB,
+and the page's socket would reconnect forever). The agent still has all of it."""
+
+
+def clip(text: str) -> str:
+    """``text``, cut to ``SHOWN_CHARS`` with a note saying how much is not shown."""
+    if len(text) <= SHOWN_CHARS:
+        return text
+    left = len(text) - SHOWN_CHARS
+    return f"{text[:SHOWN_CHARS]}\n\n… ({left:,} more characters not shown here)"
 
 
 def _text(value: Any) -> str:
+    """``value`` as text to show (clipped)."""
+    return clip(_raw(value))
+
+
+def _raw(value: Any) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else pretty_json(value)
@@ -232,10 +254,12 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
         base["stop_details"] = details if isinstance(details, str) else ""
     match row.content_type:
         case "text":
-            text = _text(content.get("text"))
+            raw = _raw(content.get("text"))
+            text = clip(raw)
             return Entry(
                 kind="text",
                 text=text,
+                clipped=len(raw) > SHOWN_CHARS,
                 html=render_markdown(text),
                 queued=bool(metadata.get("queued")) and row.message_type == "user",
                 started_by=_started_by(metadata),
@@ -264,7 +288,7 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
                 kind="tool",
                 tool_name=name,
                 call_id=call_id,
-                arguments=pretty_json(content.get("arguments", {})),
+                arguments=clip(pretty_json(content.get("arguments", {}))),
                 subagent=name == "task",
                 **base,
             )
@@ -277,17 +301,17 @@ def entry(row: DisplayMessage, answers: dict[str, DisplayMessage]) -> Entry:
                 kind="result",
                 tool_name=_text(content_of(row).get("name")),
                 call_id=call_id_of(row),
-                result=pretty_json(_text(content.get("content"))),
+                result=clip(pretty_json(_raw(content.get("content")))),
                 result_is_error=bool(content.get("is_error")) or row.status == "failed",
                 **base,
             )
         case _:
-            return Entry(kind="other", text=pretty_json(content), **base)
+            return Entry(kind="other", text=clip(pretty_json(content)), **base)
 
 
 def _fold(item: Entry, answer: DisplayMessage) -> None:
     content = content_of(answer)
-    item.result = pretty_json(_text(content.get("content")))
+    item.result = clip(pretty_json(_raw(content.get("content"))))
     item.result_pk = answer.pk
     item.result_is_error = bool(content.get("is_error")) or answer.status == "failed"
     if item.result_is_error and item.status == "completed":

@@ -530,3 +530,47 @@ def test_an_empty_transcript_says_so_and_one_with_rows_does_not(
     services.append_text_message(Scope.for_user(alice), conversation.pk, "user", "Hi")
     page = alice_client.get(url("conversation", conversation)).content.decode()
     assert "No messages yet." not in page and "Hi" in page
+
+
+def test_a_huge_message_is_drawn_in_part_without_edit_and_the_agent_keeps_it(
+    alice_client: Client, conversation: Any, alice: Any
+) -> None:
+    from sagents_django.ui.transcript import SHOWN_CHARS
+
+    scope = Scope.for_user(alice)
+    huge = "A" * (1024 * 1024)
+    services.append_text_message(scope, conversation.pk, "user", huge)
+    services.append_text_message(scope, conversation.pk, "user", "short")
+
+    page = alice_client.get(url("conversation", conversation)).content.decode()
+
+    assert len(page) < 200_000  # not the megabyte
+    assert f"({len(huge) - SHOWN_CHARS:,} more characters not shown here)" in page
+    assert page.count("Edit your message") == 1  # the short one only
+    [row] = [
+        r
+        for r in services.load_display_messages(scope, conversation.pk)
+        if r.content.get("text") == huge
+    ]
+    assert row.pk  # stored whole
+
+
+def test_the_pages_load_htmx_without_django_htmxs_debug_page_takeover(
+    alice_client: Client, conversation: Any, settings: Any
+) -> None:
+    settings.DEBUG = True  # where {% htmx_script %} would add django-htmx.js
+    page = alice_client.get(url("conversation", conversation)).content.decode()
+    assert "django_htmx/htmx-2.min.js" in page
+    assert "django_htmx/ext/hx-ws-2.min.js" in page
+    assert "django-htmx.js" not in page
+
+
+def test_the_sockets_redraw_of_an_empty_transcript_says_so_too(
+    conversation: Any, alice: Any
+) -> None:
+    from sagents_django.ui import fragments
+
+    scope = Scope.for_user(alice)
+    assert "No messages yet." in fragments.resync(scope, str(conversation.pk), None)
+    services.append_text_message(scope, conversation.pk, "user", "Hi")
+    assert "No messages yet." not in fragments.resync(scope, str(conversation.pk), None)

@@ -180,16 +180,29 @@
       }
     }
     // A refused form that answers with its own element again (the share panel
-    // with its error) takes its place, as a success would.
+    // with its error, 422) takes its place, as a success would. Never a whole
+    // page (an error page, the site's 404) in place of a form.
     var target = event.detail.target;
-    if (target && target.id && window.htmx && type.indexOf("text/html") === 0 &&
-        xhr.responseText.indexOf('id="' + target.id + '"') !== -1) {
-      window.htmx.swap(target, xhr.responseText, { swapStyle: "outerHTML" });
+    var body = xhr.responseText || "";
+    var wholePage = /^\s*(<!doctype|<html)/i.test(body);
+    if (target && target.id && window.htmx && xhr.status === 422 && !wholePage &&
+        type.indexOf("text/html") === 0 && body.indexOf('id="' + target.id + '"') !== -1) {
+      window.htmx.swap(target, body, { swapStyle: "outerHTML" });
       return;
     }
     var box = errorBox(form);
-    if (box) { box.textContent = event.detail.xhr.responseText || "Something went wrong."; }
+    if (box) { box.textContent = refusal(xhr, type, body, wholePage); }
   });
+  // What a refusal says beside the form: our views answer in plain text; an error
+  // page (too large a request for the site's limits, a conversation gone) is not
+  // shown as its markup. What was typed stays in the form.
+  function refusal(xhr, type, body, wholePage) {
+    if (body && !wholePage && type.indexOf("text/html") !== 0) { return body.slice(0, 500); }
+    if (xhr.status === 404) { return "This is not available to you any more (deleted, or no longer shared with you). Reload the page."; }
+    if (xhr.status === 403) { return "Refused: your session may have ended. Reload the page and try again."; }
+    if (xhr.status === 400 || xhr.status === 413) { return "The server refused it: too large, or not what it expects."; }
+    return "Something went wrong (HTTP " + xhr.status + "). What you typed is kept: try again.";
+  }
   document.addEventListener("htmx:afterRequest", function (event) {
     var elt = event.detail.elt;
     if (!event.detail.successful || !elt || elt.tagName !== "FORM") { return; }
