@@ -188,6 +188,7 @@ def test_the_shared_files_page_shows_a_read_share_its_files_without_a_form(
     stranger.force_login(django_user_model.objects.create_user("eve"))
 
     assert listed.status_code == 200 and b"plan.md" in listed.content
+    assert b"<h1>Files shared with you</h1>" in listed.content
     assert b"read only" in listed.content and b'type="file"' not in listed.content
     assert opened.status_code == 200 and b"<h1>Plan</h1>" in opened.content
     assert after.status_code == 404
