@@ -242,11 +242,11 @@ def revoke_files(scope: Scope, conversation_id: Any, target: Any) -> bool:
 def revoke_file_share(scope: Scope, conversation_id: Any, share_id: Any) -> bool:
     """``revoke_files`` by the share row's id (what the files panel posts)."""
     with transaction.atomic():
-        key = filesystem_of(scope, conversation_id).key
-        rows = FilesystemShare.objects.filter(
-            filesystem__kind=key[0], filesystem__ident=key[1]
+        filesystem = filesystem_of(scope, conversation_id)
+        rows = FilesystemShare.objects.filter(filesystem=filesystem)
+        return delete_share(
+            rows, share_id, lambda: notify.files_share_changed(filesystem.key)
         )
-        return delete_share(rows, share_id, lambda: notify.files_share_changed(key))
 
 
 def file_shares_of(scope: Scope, conversation_id: Any) -> list[FilesystemShare]:
