@@ -154,7 +154,9 @@ async def test_a_worker_killed_mid_stream_is_taken_over_with_nothing_lost_or_dou
     scope, conversation = await new_conversation()
     follower = await follow(scope, conversation.pk)
     submission = await agent_server.aadd_message(scope, conversation.pk, "talk")
-    await follower.until("llm_deltas")
+    # A freshly started worker's first turn, on a loaded CI machine: seen to take
+    # over 30 s to stream (litellm's import and the heap's settling beside it).
+    await follower.until("llm_deltas", timeout=120)
     first = await site.holder(submission.run_id)
 
     first.kill()
